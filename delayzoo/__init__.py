@@ -1,0 +1,19 @@
+"""delayzoo: reinforcement learning under stochastic execution delays."""
+
+from delayzoo.version import __version__
+from delayzoo.wrappers import (
+    ConstantDelay,
+    ExecutionDelay,
+    IIDDelay,
+    PendingActionsObservation,
+    RandomWalkDelay,
+)
+
+__all__ = [
+    "ConstantDelay",
+    "ExecutionDelay",
+    "IIDDelay",
+    "PendingActionsObservation",
+    "RandomWalkDelay",
+    "__version__",
+]

@@ -1,0 +1,95 @@
+"""The agent-side view of the execution-delay queue, as a ``Dict`` observation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from delayzoo.wrappers.delay import ExecutionDelay
+
+__all__ = ["PendingActionsObservation", "find_execution_delay"]
+
+
+def find_execution_delay(env: gym.Env) -> ExecutionDelay | None:
+    """The outermost :class:`ExecutionDelay` in a stack of Gymnasium wrappers, or ``None``."""
+    while True:
+        if isinstance(env, ExecutionDelay):
+            return env
+        if not isinstance(env, gym.Wrapper):
+            return None
+        env = env.env
+
+
+def _stack_names(env: gym.Env) -> str:
+    names = []
+    while isinstance(env, gym.Wrapper):
+        names.append(type(env).__name__)
+        env = env.env
+    names.append(str(env.unwrapped.spec.id if env.unwrapped.spec else type(env.unwrapped).__name__))
+    return " -> ".join(names)
+
+
+class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
+    """Give the agent the pending-action queue of the :class:`ExecutionDelay` below it.
+
+    Observations become a ``Dict`` for SB3's ``MultiInputPolicy`` and for DelayedEZ:
+
+    - ``"observation"``: the env's observation, unchanged (observations are never delayed);
+    - ``"pending_actions"``: the actions that will be executed before the next decision takes effect,
+      padded to ``max_delay`` entries with 0 beyond the current delay. Discrete actions are stored
+      as their index in the space (``action - start``) in a ``MultiDiscrete``; ``MultiDiscrete``
+      actions are flattened into one ``MultiDiscrete``; ``Box`` actions into a ``Box`` of shape
+      ``(max_delay, *action_shape)``;
+    - ``"delay"``: the delay of the next decision, ``Discrete(max_delay + 1)``.
+
+    >>> from delayzoo.wrappers import ExecutionDelay
+    >>> env = PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), delay=3))
+    >>> obs, info = env.reset(seed=0)
+    >>> sorted(obs), obs["pending_actions"].shape
+    (['delay', 'observation', 'pending_actions'], (3,))
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.ObservationWrapper.__init__(self, env)
+        delay_wrapper = find_execution_delay(env)
+        if delay_wrapper is None:
+            raise ValueError(
+                f"PendingActionsObservation needs an ExecutionDelay below it, found none in {_stack_names(env)}; "
+                "wrap the env first: PendingActionsObservation(ExecutionDelay(env, delay))"
+            )
+        self.delay_wrapper = delay_wrapper
+        self.max_delay = delay_wrapper.max_delay
+        action_space = delay_wrapper.action_space
+        m = self.max_delay
+        if isinstance(action_space, spaces.Discrete):
+            pending_space: spaces.Space = spaces.MultiDiscrete(np.full(m, action_space.n, dtype=np.int64))
+            self._offset: np.ndarray | None = np.full(m, action_space.start, dtype=np.int64)
+        elif isinstance(action_space, spaces.MultiDiscrete):
+            pending_space = spaces.MultiDiscrete(np.tile(action_space.nvec.reshape(-1), m).astype(np.int64))
+            self._offset = np.tile(np.asarray(action_space.start, dtype=np.int64).reshape(-1), m)
+        else:
+            low = np.broadcast_to(np.minimum(action_space.low, 0), (m, *action_space.shape))
+            high = np.broadcast_to(np.maximum(action_space.high, 0), (m, *action_space.shape))
+            pending_space = spaces.Box(low, high, dtype=action_space.dtype)
+            self._offset = None
+        self._pending_space = pending_space
+        self.observation_space = spaces.Dict(
+            {
+                "observation": env.observation_space,
+                "pending_actions": pending_space,
+                "delay": spaces.Discrete(m + 1),
+            }
+        )
+
+    def observation(self, observation: Any) -> dict[str, Any]:
+        pending = self.delay_wrapper.pending_actions()
+        flat = pending.reshape(-1)
+        if self._offset is not None:
+            flat = flat - self._offset[: flat.size]
+        padded = np.zeros(self._pending_space.shape, dtype=self._pending_space.dtype)
+        padded.reshape(-1)[: flat.size] = flat
+        return {"observation": observation, "pending_actions": padded, "delay": len(pending)}

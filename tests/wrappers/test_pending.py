@@ -1,0 +1,101 @@
+"""PendingActionsObservation: the Dict view of the delay queue, and its use under SB3 algorithms."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3 import PPO
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.monitor import Monitor
+
+from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+
+
+def test_observation_holds_the_unchanged_obs_the_padded_queue_and_the_delay():
+    base = gym.make("CartPole-v1")
+    env = PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(4, p=0.5)))
+    obs, info = env.reset(seed=0)
+    base_obs, _ = base.reset(seed=0)
+    np.testing.assert_array_equal(obs["observation"], base_obs)
+    for a in [1, 0, 1, 1, 0, 1, 0, 0, 1, 1]:
+        obs, *_, info = env.step(a)
+        d = info["delay"]
+        assert obs["delay"] == d
+        np.testing.assert_array_equal(obs["pending_actions"][:d], info["pending_actions"])
+        assert not obs["pending_actions"][d:].any()
+        assert obs["pending_actions"].shape == (4,)
+
+
+def test_discrete_actions_with_a_start_are_stored_as_indices():
+    env = PendingActionsObservation(_shifted_env())
+    obs, _ = env.reset(seed=0)
+    env.step(-1)
+    obs, *_ = env.step(0)
+    assert obs["pending_actions"].tolist() == [0, 1]
+    assert env.observation_space["pending_actions"].contains(obs["pending_actions"])
+
+
+def _shifted_env() -> gym.Env:
+    class Shifted(gym.Env):
+        action_space = spaces.Discrete(2, start=-1)
+        observation_space = spaces.Box(-1, 1, shape=(1,), dtype=np.float32)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return np.zeros(1, dtype=np.float32), {}
+
+        def step(self, action):
+            return np.zeros(1, dtype=np.float32), 0.0, False, False, {}
+
+    return ExecutionDelay(Shifted(), 2)
+
+
+@pytest.mark.parametrize("env_id, delay", [("CartPole-v1", 3), ("Pendulum-v1", 2), ("CartPole-v1", 0)])
+def test_gymnasium_and_sb3_env_checkers_pass(env_id, delay):
+    env = PendingActionsObservation(ExecutionDelay(gym.make(env_id), RandomWalkDelay(delay, p=0.2)))
+    gym_check_env(env, skip_render_check=True)
+    sb3_check_env(env, warn=False)
+    sb3_check_env(ExecutionDelay(gym.make(env_id), delay), warn=False)
+
+
+def test_without_an_execution_delay_below_it_raises_naming_the_stack():
+    with pytest.raises(ValueError, match="needs an ExecutionDelay below it.*CartPole-v1"):
+        PendingActionsObservation(gym.make("CartPole-v1"))
+
+
+def test_finds_the_delay_wrapper_under_other_wrappers():
+    env = PendingActionsObservation(Monitor(ExecutionDelay(gym.make("CartPole-v1"), 2)))
+    obs, _ = env.reset(seed=0)
+    assert obs["delay"] == 2
+
+
+def test_ppo_multi_input_policy_runs_on_the_pending_view():
+    env = PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(3, p=0.2)))
+    model = PPO("MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(128)
+    action, _ = model.predict(env.reset(seed=1)[0], deterministic=True)
+    assert env.action_space.contains(int(action))
+
+
+def _train_and_evaluate(pending_view: bool, steps: int, seed: int) -> float:
+    def make() -> gym.Env:
+        env = ExecutionDelay(Monitor(gym.make("CartPole-v1")), 3)
+        return PendingActionsObservation(env) if pending_view else env
+
+    policy = "MultiInputPolicy" if pending_view else "MlpPolicy"
+    model = PPO(policy, make(), seed=seed, device="cpu", n_steps=512, batch_size=64, learning_rate=1e-3)
+    model.learn(steps)
+    mean, _ = evaluate_policy(model, make(), n_eval_episodes=10, deterministic=True)
+    return float(mean)
+
+
+@pytest.mark.slow
+def test_ppo_with_the_pending_view_beats_ppo_without_it_under_delay():
+    with_view = _train_and_evaluate(True, 40_000, seed=0)
+    without_view = _train_and_evaluate(False, 40_000, seed=0)
+    print(f"PPO on CartPole-v1 with constant delay 3: with pending view {with_view:.1f}, without {without_view:.1f}")
+    assert with_view > without_view + 50
