@@ -1,5 +1,6 @@
 """Gymnasium wrappers: execution delays, the pending-action view, life loss and env factories."""
 
+from delayzoo.wrappers.atari import MaxPoolFrameSkip, NoopReset, make_atari
 from delayzoo.wrappers.delay import (
     ActionQueue,
     ConstantDelay,
@@ -8,15 +9,29 @@ from delayzoo.wrappers.delay import (
     IIDDelay,
     RandomWalkDelay,
 )
+from delayzoo.wrappers.dmc import ActionRepeat, FlattenProprio, Float32Action, RenderedPixels, make_dmc
+from delayzoo.wrappers.life import EpisodicLife, LifeLossInfo
+from delayzoo.wrappers.monitor import EpisodeMonitor
 from delayzoo.wrappers.pending import PendingActionsObservation, find_execution_delay
 
 __all__ = [
     "ActionQueue",
+    "ActionRepeat",
     "ConstantDelay",
     "DelayProcess",
+    "EpisodeMonitor",
+    "EpisodicLife",
     "ExecutionDelay",
+    "FlattenProprio",
+    "Float32Action",
     "IIDDelay",
+    "LifeLossInfo",
+    "MaxPoolFrameSkip",
+    "NoopReset",
     "PendingActionsObservation",
     "RandomWalkDelay",
+    "RenderedPixels",
     "find_execution_delay",
+    "make_atari",
+    "make_dmc",
 ]

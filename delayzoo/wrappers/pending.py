@@ -41,8 +41,8 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
     - ``"pending_actions"``: the actions that will be executed before the next decision takes effect,
       padded to ``max_delay`` entries with 0 beyond the current delay. Discrete actions are stored
       as their index in the space (``action - start``) in a ``MultiDiscrete``; ``MultiDiscrete``
-      actions are flattened into one ``MultiDiscrete``; ``Box`` actions into a ``Box`` of shape
-      ``(max_delay, *action_shape)``;
+      and ``Box`` actions are flattened, oldest first, into one 1-D ``MultiDiscrete`` or ``Box``
+      (SB3 policies take 1-D vectors);
     - ``"delay"``: the delay of the next decision, ``Discrete(max_delay + 1)``.
 
     >>> from delayzoo.wrappers import ExecutionDelay
@@ -72,8 +72,8 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
             pending_space = spaces.MultiDiscrete(np.tile(action_space.nvec.reshape(-1), m).astype(np.int64))
             self._offset = np.tile(np.asarray(action_space.start, dtype=np.int64).reshape(-1), m)
         else:
-            low = np.broadcast_to(np.minimum(action_space.low, 0), (m, *action_space.shape))
-            high = np.broadcast_to(np.maximum(action_space.high, 0), (m, *action_space.shape))
+            low = np.tile(np.minimum(action_space.low, 0).reshape(-1), m)
+            high = np.tile(np.maximum(action_space.high, 0).reshape(-1), m)
             pending_space = spaces.Box(low, high, dtype=action_space.dtype)
             self._offset = None
         self._pending_space = pending_space
