@@ -1,0 +1,293 @@
+# distutils: language = c++
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""Compiled batched MCTS tree: the C++ core of :mod:`delayzoo.ctree`.
+
+Same API and semantics as :mod:`delayzoo.ctree.ptree`, which documents them.
+"""
+
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+
+import numpy as np
+
+cdef extern from "tree.hpp" namespace "delayzoo::ctree" nogil:
+    cdef cppclass CRoots "delayzoo::ctree::Roots":
+        CRoots(int num_roots, int num_actions, int max_nodes, uint64_t seed) except +
+        void prepare(const double* value_prefix, const double* logits, const double* noise,
+                     double noise_fraction, const uint8_t* legal) except +
+        void distributions(int64_t* out)
+        void values(double* out)
+        int num_roots()
+        int num_actions()
+        int max_nodes()
+        int num_nodes()
+
+    cdef cppclass CMinMaxStatsList "delayzoo::ctree::MinMaxStatsList":
+        CMinMaxStatsList(int num_roots, double value_delta_max) except +
+        void reset()
+        double minimum(int b)
+        double maximum(int b)
+        int num_roots_
+        double value_delta_max_
+
+    cdef cppclass CSearchResults "delayzoo::ctree::SearchResults":
+        CSearchResults(int num_roots) except +
+        int num_roots_
+        int* path_len_data "path_len_.data"()
+
+    void c_batch_traverse "delayzoo::ctree::batch_traverse"(
+        CRoots& roots, double c_init, double c_base, double discount,
+        CMinMaxStatsList& minmax, CSearchResults& results, int64_t* parent_index,
+        int64_t* batch_index, int64_t* last_action) except +
+
+    void c_batch_backpropagate "delayzoo::ctree::batch_backpropagate"(
+        CRoots& roots, int64_t new_index, double discount, const double* value_prefix,
+        const double* value, const double* logits, CMinMaxStatsList& minmax,
+        CSearchResults& results, const uint8_t* is_reset) except +
+
+
+cdef object _vector(object x, Py_ssize_t n, str name):
+    arr = np.ascontiguousarray(x, dtype=np.float64)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
+    return arr
+
+
+cdef object _matrix(object x, Py_ssize_t rows, Py_ssize_t cols, str name):
+    arr = np.ascontiguousarray(x, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[0] != rows or arr.shape[1] != cols:
+        raise ValueError(f"{name} must have shape ({rows}, {cols}), got {arr.shape}")
+    return arr
+
+
+cdef object _flags(object x, tuple shape, str name):
+    arr = np.asarray(x)
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
+    if arr.dtype != np.bool_:
+        arr = arr != 0
+    return np.ascontiguousarray(arr).view(np.uint8)
+
+
+cdef int _count(object x, str name, int minimum) except -1:
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {x!r}")
+    if x < minimum or x > 2**31 - 1:
+        raise ValueError(f"{name} must be an int in [{minimum}, 2**31 - 1], got {x}")
+    return int(x)
+
+
+cdef class Roots:
+    """B search trees with A actions, each a preallocated pool of ``max_nodes`` nodes.
+
+    :param num_roots: number of roots B searched together
+    :param num_actions: number of actions A
+    :param max_nodes: nodes per root, at least ``num_simulations + 1``
+    :param seed: seed of the generator that breaks pUCT ties
+    """
+
+    cdef CRoots* c
+
+    def __cinit__(self, num_roots, num_actions, max_nodes, seed=0):
+        cdef int b = _count(num_roots, "num_roots", 1)
+        cdef int a = _count(num_actions, "num_actions", 1)
+        cdef int m = _count(max_nodes, "max_nodes", 1)
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        if seed < 0 or seed >= 2**64:
+            raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+        self.c = new CRoots(b, a, m, <uint64_t>int(seed))
+
+    def __dealloc__(self):
+        del self.c
+
+    @property
+    def num_roots(self) -> int:
+        return self.c.num_roots()
+
+    @property
+    def num_actions(self) -> int:
+        return self.c.num_actions()
+
+    @property
+    def max_nodes(self) -> int:
+        return self.c.max_nodes()
+
+    @property
+    def num_nodes(self) -> int:
+        """Expanded nodes per root in the current search (0 before :meth:`prepare`)."""
+        return self.c.num_nodes()
+
+    def prepare(self, value_prefix, policy_logits, noise=None, noise_fraction=0.25, legal_mask=None):
+        """Start a new search: expand every root.
+
+        :param value_prefix: (B,) value prefix of the roots (usually 0)
+        :param policy_logits: (B, A) policy logits of the roots
+        :param noise: (B, A) exploration noise (e.g. Dirichlet samples) or None
+        :param noise_fraction: weight f of the noise: prior = (1 - f) * prior + f * noise
+        :param legal_mask: (B, A) bool legal actions of the roots, or None for all legal
+        """
+        cdef int B = self.c.num_roots(), A = self.c.num_actions()
+        cdef double[::1] vp = _vector(value_prefix, B, "value_prefix")
+        cdef double[:, ::1] logits = _matrix(policy_logits, B, A, "policy_logits")
+        cdef double[:, ::1] eta
+        cdef uint8_t[:, ::1] legal
+        cdef const double* eta_ptr = NULL
+        cdef const uint8_t* legal_ptr = NULL
+        cdef double f = float(noise_fraction)
+        if noise is not None:
+            eta = _matrix(noise, B, A, "noise")
+            eta_ptr = &eta[0, 0]
+        if legal_mask is not None:
+            legal = _flags(legal_mask, (B, A), "legal_mask")
+            legal_ptr = &legal[0, 0]
+        with nogil:
+            self.c.prepare(&vp[0], &logits[0, 0], eta_ptr, f, legal_ptr)
+
+    def distributions(self) -> np.ndarray:
+        """Visit counts of the root children, int64 (B, A)."""
+        out = np.empty((self.c.num_roots(), self.c.num_actions()), dtype=np.int64)
+        cdef int64_t[:, ::1] view = out
+        self.c.distributions(&view[0, 0])
+        return out
+
+    def values(self) -> np.ndarray:
+        """Root values (mean of the values backed up into each root), float64 (B,)."""
+        out = np.empty(self.c.num_roots(), dtype=np.float64)
+        cdef double[::1] view = out
+        self.c.values(&view[0])
+        return out
+
+
+cdef class MinMaxStatsList:
+    """Per-root min-max of the Q values in the tree, used to normalise Q in pUCT.
+
+    The statistics always describe the search they are used with: handed a new search (after
+    ``Roots.prepare``) or another ``Roots``, they are rebuilt from that tree, so one object can
+    serve many searches.
+
+    :param num_roots: number of roots B
+    :param value_delta_max: floor of the max - min range used for normalisation
+    """
+
+    cdef CMinMaxStatsList* c
+
+    def __cinit__(self, num_roots, value_delta_max=0.01):
+        cdef int b = _count(num_roots, "num_roots", 1)
+        self.c = new CMinMaxStatsList(b, float(value_delta_max))
+
+    def __dealloc__(self):
+        del self.c
+
+    @property
+    def num_roots(self) -> int:
+        return self.c.num_roots_
+
+    @property
+    def value_delta_max(self) -> float:
+        return self.c.value_delta_max_
+
+    def reset(self) -> None:
+        """Forget the statistics; the next call rebuilds them from the tree it is given."""
+        self.c.reset()
+
+    def bounds(self):
+        """(minimum, maximum) of the Q values in the tree, float64 (B,) each; (inf, -inf) if none."""
+        lo = np.empty(self.c.num_roots_, dtype=np.float64)
+        hi = np.empty(self.c.num_roots_, dtype=np.float64)
+        cdef int b
+        for b in range(self.c.num_roots_):
+            lo[b] = self.c.minimum(b)
+            hi[b] = self.c.maximum(b)
+        return lo, hi
+
+
+cdef class SearchResults:
+    """Scratch space holding the search paths of the last :func:`batch_traverse`.
+
+    :param num_roots: number of roots B
+    """
+
+    cdef CSearchResults* c
+    cdef Roots roots
+
+    def __cinit__(self, num_roots):
+        cdef int b = _count(num_roots, "num_roots", 1)
+        self.c = new CSearchResults(b)
+        self.roots = None
+
+    def __dealloc__(self):
+        del self.c
+
+    @property
+    def num_roots(self) -> int:
+        return self.c.num_roots_
+
+    def search_lengths(self) -> np.ndarray:
+        """Depth of each new leaf (edges from its root) in the last traversal, int64 (B,)."""
+        out = np.zeros(self.c.num_roots_, dtype=np.int64)
+        cdef int64_t[::1] view = out
+        cdef int* lens = self.c.path_len_data()
+        cdef int b
+        if self.roots is not None:
+            for b in range(self.c.num_roots_):
+                view[b] = lens[b]
+        return out
+
+
+def batch_traverse(Roots roots not None, double c_init, double c_base, double discount,
+                   MinMaxStatsList minmax not None, SearchResults results not None):
+    """Descend every tree by pUCT to an unexpanded child.
+
+    :param roots: the trees
+    :param c_init: pUCT constant c1 (1.25 in EfficientZero)
+    :param c_base: pUCT constant c2 (19652 in EfficientZero)
+    :param discount: discount per tree edge
+    :param minmax: min-max statistics of this search
+    :param results: scratch space that receives the search paths
+    :return: (parent_index, batch_index, last_action), int64 (B,) each: the simulation index of
+        the parent's latent, the root index, and the action to apply to the parent's latent
+    """
+    cdef int B = roots.c.num_roots()
+    out = np.empty((3, B), dtype=np.int64)
+    cdef int64_t[:, ::1] view = out
+    with nogil:
+        c_batch_traverse(roots.c[0], c_init, c_base, discount, minmax.c[0], results.c[0],
+                         &view[0, 0], &view[1, 0], &view[2, 0])
+    results.roots = roots
+    return out[0], out[1], out[2]
+
+
+def batch_backpropagate(new_index, double discount, value_prefix, value, policy_logits,
+                        MinMaxStatsList minmax not None, SearchResults results not None,
+                        is_reset=None):
+    """Expand the leaves of the last traversal and back their values up to the roots.
+
+    :param new_index: simulation index under which the caller stored the leaves' latents (>= 1)
+    :param discount: discount per tree edge
+    :param value_prefix: (B,) value prefixes predicted for the leaves
+    :param value: (B,) values predicted for the leaves
+    :param policy_logits: (B, A) policy logits predicted for the leaves
+    :param minmax: min-max statistics of this search
+    :param results: the results of the last :func:`batch_traverse`
+    :param is_reset: (B,) bool, whether the value prefix restarts after each leaf (None: never)
+    """
+    cdef Roots roots = results.roots
+    if roots is None:
+        raise ValueError("results hold no batch_traverse; call batch_traverse first")
+    if isinstance(new_index, (bool, np.bool_)) or not isinstance(new_index, (int, np.integer)):
+        raise TypeError(f"new_index must be an int, got {new_index!r}")
+    if new_index < 1 or new_index >= 2**62:
+        raise ValueError(f"new_index must be >= 1 (index 0 holds the root latents), got {new_index}")
+    cdef int B = roots.c.num_roots(), A = roots.c.num_actions()
+    cdef double[::1] vp = _vector(value_prefix, B, "value_prefix")
+    cdef double[::1] v = _vector(value, B, "value")
+    cdef double[:, ::1] logits = _matrix(policy_logits, B, A, "policy_logits")
+    cdef uint8_t[::1] reset
+    cdef const uint8_t* reset_ptr = NULL
+    cdef int64_t index = new_index
+    if is_reset is not None:
+        reset = _flags(is_reset, (B,), "is_reset")
+        reset_ptr = &reset[0]
+    with nogil:
+        c_batch_backpropagate(roots.c[0], index, discount, &vp[0], &v[0], &logits[0, 0],
+                              minmax.c[0], results.c[0], reset_ptr)
