@@ -187,7 +187,7 @@ class ActionQueue:
         """Record decision ``a_t`` with delay ``d_t``, advance to ``t + 1`` and return ``e_t``."""
         schedule = self._schedule
         schedule[delay:] = action
-        executed = schedule[0].copy() if schedule.ndim > 1 else schedule[0].item()
+        executed = schedule.item(0) if schedule.ndim == 1 else schedule[0].copy()
         schedule[:-1] = schedule[1:]
         self.t += 1
         return executed
@@ -302,7 +302,9 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _announce(self, delay: Any, info: dict[str, Any]) -> None:
         """Take the next decision's delay from the process and report it with the pending queue."""
-        self._delay = _check_int(delay, f"delay from {self.delay_process!r}", 0, self.max_delay)
+        if type(delay) is not int or not 0 <= delay <= self.max_delay:
+            delay = _check_int(delay, f"delay from {self.delay_process!r}", 0, self.max_delay)
+        self._delay = delay
         self._pending = self.queue.forecast(self._delay)
         info["delay"] = self._delay
         info["pending_actions"] = self._pending

@@ -67,15 +67,16 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
         m = self.max_delay
         if isinstance(action_space, spaces.Discrete):
             pending_space: spaces.Space = spaces.MultiDiscrete(np.full(m, action_space.n, dtype=np.int64))
-            self._offset: np.ndarray | None = np.full(m, action_space.start, dtype=np.int64)
+            start = np.full(m, action_space.start, dtype=np.int64)
         elif isinstance(action_space, spaces.MultiDiscrete):
             pending_space = spaces.MultiDiscrete(np.tile(action_space.nvec.reshape(-1), m).astype(np.int64))
-            self._offset = np.tile(np.asarray(action_space.start, dtype=np.int64).reshape(-1), m)
+            start = np.tile(np.asarray(action_space.start, dtype=np.int64).reshape(-1), m)
         else:
             low = np.tile(np.minimum(action_space.low, 0).reshape(-1), m)
             high = np.tile(np.maximum(action_space.high, 0).reshape(-1), m)
             pending_space = spaces.Box(low, high, dtype=action_space.dtype)
-            self._offset = None
+            start = np.zeros(0)
+        self._start: np.ndarray | None = start if start.any() else None
         self._pending_space = pending_space
         self.observation_space = spaces.Dict(
             {
@@ -87,9 +88,10 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
 
     def observation(self, observation: Any) -> dict[str, Any]:
         pending = self.delay_wrapper.pending_actions()
-        flat = pending.reshape(-1)
-        if self._offset is not None:
-            flat = flat - self._offset[: flat.size]
         padded = np.zeros(self._pending_space.shape, dtype=self._pending_space.dtype)
-        padded.reshape(-1)[: flat.size] = flat
+        size = pending.size
+        if size:
+            padded[:size] = pending.reshape(-1)
+            if self._start is not None:
+                padded[:size] -= self._start[:size]
         return {"observation": observation, "pending_actions": padded, "delay": len(pending)}
