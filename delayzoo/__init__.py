@@ -1,5 +1,6 @@
 """delayzoo: reinforcement learning under stochastic execution delays."""
 
+from delayzoo.agents.pwm import PWM
 from delayzoo.version import __version__
 from delayzoo.wrappers import (
     ConstantDelay,
@@ -13,6 +14,7 @@ __all__ = [
     "ConstantDelay",
     "ExecutionDelay",
     "IIDDelay",
+    "PWM",
     "PendingActionsObservation",
     "RandomWalkDelay",
     "__version__",

@@ -1,0 +1,218 @@
+"""PWM's actor-critic, trained in imagination from every posterior state of a replayed batch.
+
+One update, top to bottom (:meth:`ActorCritic.loss`):
+
+1. :meth:`ActorCritic.imagine`: from each start ``[z_t, h_{t-1}]`` roll the world model ``horizon``
+   steps with the actor's sampled actions (no gradients into the world model);
+2. lambda-returns ``R_k = r_k + gamma c_k ((1 - lambda) V_{k+1} + lambda R_{k+1})`` by one reverse
+   :func:`lambda_returns` scan, bootstrapped by the slow critic;
+3. every imagined step is weighted by the *cumulative* continuation ``w_k = c_0 ... c_{k-1}``;
+4. actor: REINFORCE on returns normalised by an EMA of their 5th-95th percentile range, plus an
+   entropy bonus per step; critic: two-hot symlog cross-entropy to the returns, regularised towards
+   the slow critic (an EMA of the critic).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from gymnasium import spaces
+from torch import nn
+from torch.distributions import Categorical, Independent, Normal
+
+from delayzoo.agents.common.scan import lambda_returns
+from delayzoo.agents.common.transforms import expectation, symexp, symlog, symlog_support, two_hot
+from delayzoo.agents.pwm.world_model import RecurrentState, WorldModel, mlp
+
+
+@dataclass
+class ActorCriticConfig:
+    """Sizes and coefficients of the actor-critic (paper defaults)."""
+
+    units: int = 512
+    layers: int = 2
+    value_bins: int = 255
+    lambd: float = 0.95
+    entropy_coef: float = 3e-4
+    slow_critic_tau: float = 0.01
+    return_scale_decay: float = 0.99
+    unimix: float = 0.01
+
+
+def action_size(action_space: spaces.Space) -> int:
+    """Size of the action encoding the world model reads (one-hot or the Box vector)."""
+    if isinstance(action_space, spaces.Discrete):
+        return int(action_space.n)
+    if isinstance(action_space, spaces.Box):
+        return int(action_space.shape[0])
+    raise ValueError(f"Unsupported action space {action_space}: PWM takes Discrete or a bounded 1-D Box")
+
+
+class Actor(nn.Module):
+    """Policy over world-model features.
+
+    Discrete: a categorical with ``unimix`` uniform mixing. Box: a Normal with ``tanh`` mean and a
+    standard deviation in [0.1, 1] whose samples are clipped to [-1, 1], so the action never leaves
+    the (normalised) space; :class:`~delayzoo.agents.pwm.policies.PWMPolicy` rescales to the bounds.
+    """
+
+    def __init__(self, feature_size: int, action_space: spaces.Space, config: ActorCriticConfig) -> None:
+        super().__init__()
+        self.discrete = isinstance(action_space, spaces.Discrete)
+        self.size = action_size(action_space)
+        self.unimix = config.unimix
+        out = self.size if self.discrete else 2 * self.size
+        self.net = mlp(feature_size, config.units, config.layers, out)
+
+    def distribution(self, features: torch.Tensor) -> torch.distributions.Distribution:
+        out = self.net(features)
+        if self.discrete:
+            probs = (1.0 - self.unimix) * torch.softmax(out, -1) + self.unimix / self.size
+            return Categorical(probs=probs)
+        mean, std = out.chunk(2, dim=-1)
+        std = 0.9 * torch.sigmoid(std + 2.0) + 0.1
+        return Independent(Normal(torch.tanh(mean), std), 1)
+
+    def sample(self, features: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(raw, encoding)``: the sample (index / unclipped vector) and the world model's input."""
+        dist = self.distribution(features)
+        if self.discrete:
+            raw = dist.probs.argmax(-1) if deterministic else dist.sample()
+            return raw, nn.functional.one_hot(raw, self.size).float()
+        raw = dist.mean if deterministic else dist.sample()
+        return raw, raw.clamp(-1.0, 1.0)
+
+
+class Critic(nn.Module):
+    """Value as a symlog two-hot distribution over ``value_bins`` bins (zero-initialised read-out)."""
+
+    def __init__(self, feature_size: int, config: ActorCriticConfig) -> None:
+        super().__init__()
+        self.net = mlp(feature_size, config.units, config.layers, config.value_bins)
+        nn.init.zeros_(self.net[-1].weight)
+        nn.init.zeros_(self.net[-1].bias)
+        self.register_buffer("support", symlog_support(config.value_bins), persistent=False)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.net(features)
+
+    def value(self, features: torch.Tensor) -> torch.Tensor:
+        return symexp(expectation(self.net(features), self.support))
+
+
+def cumulative_weights(continues: torch.Tensor) -> torch.Tensor:
+    """``w_k = c_0 c_1 ... c_{k-1}`` (``w_0 = 1``): the probability that imagined step ``k`` is reached.
+
+    The reference weighted step ``k`` by ``c_{k-1}`` alone, which keeps counting steps after an
+    imagined episode end.
+    """
+    ones = torch.ones_like(continues[:1])
+    return torch.cumprod(torch.cat([ones, continues[:-1]], dim=0), dim=0)
+
+
+@dataclass
+class Imagination:
+    """An imagined rollout: ``features`` (H+1, N, F); ``raw_actions``, ``rewards``, ``continues`` (H, N, ...)."""
+
+    features: torch.Tensor
+    raw_actions: torch.Tensor
+    rewards: torch.Tensor
+    continues: torch.Tensor
+
+
+class ActorCritic(nn.Module):
+    """Actor, critic and slow critic, with the return-scale EMA as a saved buffer.
+
+    :param feature_size: size of the world model's features.
+    :param action_space: ``Discrete`` or bounded ``Box``.
+    :param config: sizes and coefficients.
+    """
+
+    def __init__(self, feature_size: int, action_space: spaces.Space, config: ActorCriticConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.actor = Actor(feature_size, action_space, config)
+        self.critic = Critic(feature_size, config)
+        self.slow_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.register_buffer("return_scale", torch.zeros(()))
+
+    @torch.no_grad()
+    def imagine(
+        self, world_model: WorldModel, latent: torch.Tensor, state: RecurrentState, horizon: int
+    ) -> Imagination:
+        """Roll the world model ``horizon`` steps from starts ``latent`` (N, Z) and ``state`` (batch N)."""
+        features = [world_model.features(latent, state["readout"])]
+        state = {**state, "matrix": state["matrix"].clone()}  # then updated in place, step after step
+        raw_actions, rewards, continues = [], [], []
+        for _ in range(horizon):
+            raw, encoding = self.actor.sample(features[-1])
+            h, state = world_model.step(latent, encoding, state, in_place=True)
+            latent = world_model.sample_latent(world_model.latent_logits(world_model.prior(h)))
+            raw_actions.append(raw)
+            rewards.append(world_model.reward(h))
+            continues.append(world_model.continuation(h))
+            features.append(world_model.features(latent, h))
+        return Imagination(
+            torch.stack(features), torch.stack(raw_actions), torch.stack(rewards), torch.stack(continues)
+        )
+
+    def loss(
+        self,
+        world_model: WorldModel,
+        latent: torch.Tensor,
+        state: RecurrentState,
+        horizon: int,
+        gamma: float,
+        method: str = "auto",
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """Actor and critic losses from imagination.
+
+        :param world_model: the (frozen here) world model.
+        :param latent: start latents ``(N, Z)``; ``state``: start recurrent states (batch ``N``).
+        :param horizon: imagination horizon (15 in the paper).
+        :param gamma: discount per env step of the agent.
+        :param method: :func:`lambda_returns` method.
+        :return: ``(actor_loss, critic_loss, metrics)``.
+        """
+        config = self.config
+        rollout = self.imagine(world_model, latent, state, horizon)
+        features = rollout.features
+        with torch.no_grad():
+            bootstrap = self.slow_critic.value(features)
+            returns = lambda_returns(rollout.rewards, bootstrap, gamma * rollout.continues, config.lambd, method)
+            weights = cumulative_weights(rollout.continues)
+            spread = torch.quantile(returns.flatten().float(), 0.95) - torch.quantile(returns.flatten().float(), 0.05)
+            self.return_scale.mul_(config.return_scale_decay).add_((1.0 - config.return_scale_decay) * spread)
+            scale = torch.clamp(self.return_scale, min=1.0)
+
+        dist = self.actor.distribution(features[:-1])
+        baseline = self.critic.value(features[:-1]).detach()
+        advantage = (returns - baseline) / scale
+        log_prob = dist.log_prob(rollout.raw_actions)
+        entropy = dist.entropy()
+        actor_loss = -(weights * (advantage * log_prob + config.entropy_coef * entropy)).mean()
+
+        logits = self.critic(features[:-1])
+        log_probs = torch.log_softmax(logits, -1)
+        target = two_hot(symlog(returns), self.critic.support)
+        with torch.no_grad():
+            slow_target = torch.softmax(self.slow_critic(features[:-1]), -1)
+        critic_loss = -(weights * ((target + slow_target) * log_probs).sum(-1)).mean()
+
+        metrics = {
+            "actor_loss": actor_loss.item(),
+            "critic_loss": critic_loss.item(),
+            "entropy": entropy.mean().item(),
+            "imagined_return": returns.mean().item(),
+            "imagined_reward": rollout.rewards.mean().item(),
+            "return_scale": float(scale),
+        }
+        return actor_loss, critic_loss, metrics
+
+    @torch.no_grad()
+    def update_slow_critic(self) -> None:
+        """``slow <- (1 - tau) slow + tau critic``."""
+        for slow, fast in zip(self.slow_critic.parameters(), self.critic.parameters()):
+            slow.lerp_(fast, self.config.slow_critic_tau)

@@ -1,0 +1,166 @@
+"""PWM's policy: the world model, the actor-critic and their optimisers in one SB3 ``BasePolicy``."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
+
+from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, action_size
+from delayzoo.agents.pwm.world_model import ObservationLayout, RecurrentState, WorldModel, WorldModelConfig
+
+STATE_KEYS = ("matrix", "shift_time", "shift_channel", "readout")
+"""Order of the arrays in the ``state`` tuple of :meth:`PWMPolicy.predict`."""
+
+
+def _config(cls, kwargs: dict[str, Any] | None, name: str):
+    known = {field.name for field in dataclasses.fields(cls)}
+    unknown = set(kwargs or {}) - known
+    if unknown:
+        raise TypeError(f"Unknown {name} keys {sorted(unknown)}; known keys: {sorted(known)}")
+    return cls(**(kwargs or {}))
+
+
+class PWMPolicy(BasePolicy):
+    """World model + actor-critic acting with a recurrent state.
+
+    :param observation_space: observation space (images channels-first, as SB3 wraps them).
+    :param action_space: ``Discrete`` or bounded 1-D ``Box``.
+    :param lr_schedule: learning-rate schedule of the world model.
+    :param world_model_kwargs: fields of :class:`~delayzoo.agents.pwm.world_model.WorldModelConfig`
+        (``stoch``, ``classes``, ``cnn_channels``, ``mlp_units``, ``seq_width``, ``seq_cells``, ...).
+    :param actor_critic_kwargs: fields of :class:`~delayzoo.agents.pwm.actor_critic.ActorCriticConfig`.
+    :param actor_lr: actor learning rate; ``critic_lr``: critic learning rate.
+    :param world_model_grad_clip: gradient-norm clip of the world model; ``actor_critic_grad_clip``:
+        of the actor and of the critic.
+    :param scan_method: :func:`~delayzoo.agents.common.scan.linear_recurrence` method of the training
+        windows and of the lambda-returns (``"auto"``: sequential on CPU, parallel on GPUs).
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        world_model_kwargs: dict[str, Any] | None = None,
+        actor_critic_kwargs: dict[str, Any] | None = None,
+        actor_lr: float = 3e-5,
+        critic_lr: float = 3e-5,
+        world_model_grad_clip: float = 1000.0,
+        actor_critic_grad_clip: float = 100.0,
+        scan_method: str = "auto",
+    ) -> None:
+        super().__init__(observation_space, action_space, squash_output=False)
+        self.world_model_kwargs, self.actor_critic_kwargs = world_model_kwargs, actor_critic_kwargs
+        self.actor_lr, self.critic_lr = actor_lr, critic_lr
+        self.world_model_grad_clip, self.actor_critic_grad_clip = world_model_grad_clip, actor_critic_grad_clip
+        self.scan_method = scan_method
+        layout = ObservationLayout(observation_space)
+        self.world_model = WorldModel(
+            layout,
+            action_size(action_space),
+            _config(WorldModelConfig, world_model_kwargs, "world_model_kwargs"),
+            scan_method,
+        )
+        self.actor_critic = ActorCritic(
+            self.world_model.feature_size,
+            action_space,
+            _config(ActorCriticConfig, actor_critic_kwargs, "actor_critic_kwargs"),
+        )
+        self.world_model_optimizer = torch.optim.Adam(self.world_model.parameters(), lr=lr_schedule(1), eps=1e-8)
+        self.actor_optimizer = torch.optim.Adam(self.actor_critic.actor.parameters(), lr=actor_lr, eps=1e-5)
+        self.critic_optimizer = torch.optim.Adam(self.actor_critic.critic.parameters(), lr=critic_lr, eps=1e-5)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(
+            world_model_kwargs=self.world_model_kwargs,
+            actor_critic_kwargs=self.actor_critic_kwargs,
+            actor_lr=self.actor_lr,
+            critic_lr=self.critic_lr,
+            world_model_grad_clip=self.world_model_grad_clip,
+            actor_critic_grad_clip=self.actor_critic_grad_clip,
+            scan_method=self.scan_method,
+        )
+        return data
+
+    def encode_action(self, action: torch.Tensor) -> torch.Tensor:
+        """World-model input of stored actions: one-hot for ``Discrete``, the [-1, 1] vector for ``Box``."""
+        if isinstance(self.action_space, spaces.Discrete):
+            return torch.nn.functional.one_hot(action.long(), int(self.action_space.n)).float()
+        return action.float()
+
+    def initial_state(self, n_envs: int) -> RecurrentState:
+        """The recurrent state of ``n_envs`` fresh episodes."""
+        return self.world_model.sequence.initial_state(n_envs, self.device)
+
+    def act(
+        self, obs: PyTorchObs, state: RecurrentState, episode_start: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, RecurrentState]:
+        """Choose actions for a batch of observations and advance the recurrent state.
+
+        :param obs: observation tensors with a batch dimension.
+        :param state: recurrent state before these observations.
+        :param episode_start: ``(B,)`` booleans; the state restarts where true.
+        :param deterministic: use the modes of the latent and of the policy.
+        :return: raw actions (indices, or vectors in [-1, 1]) and the state after them.
+        """
+        keep = (~episode_start).float()
+        state = {name: value * keep.view(-1, *([1] * (value.ndim - 1))) for name, value in state.items()}
+        latent = self.world_model.sample_latent(self.world_model.encode(obs, batch_dims=1), deterministic)
+        raw, encoding = self.actor_critic.actor.sample(
+            self.world_model.features(latent, state["readout"]), deterministic
+        )
+        _, state = self.world_model.step(latent, encoding, state)
+        if not self.actor_critic.actor.discrete:
+            raw = raw.clamp(-1.0, 1.0)
+        return raw, state
+
+    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> torch.Tensor:
+        batch = len(next(iter(observation.values()))) if isinstance(observation, dict) else len(observation)
+        starts = torch.ones(batch, dtype=torch.bool, device=self.device)
+        return self.act(observation, self.initial_state(batch), starts, deterministic)[0]
+
+    def predict(
+        self,
+        observation: np.ndarray | dict[str, np.ndarray],
+        state: tuple[np.ndarray, ...] | None = None,
+        episode_start: np.ndarray | None = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+        """Actions for (a batch of) observations, carrying the recurrent state like SB3's recurrent policies.
+
+        :param observation: one observation or a batch from a VecEnv.
+        :param state: the state returned by the previous call (arrays in :data:`STATE_KEYS` order),
+            or ``None`` at the start of every episode.
+        :param episode_start: booleans per env; the state restarts where true (all true if ``state`` is ``None``).
+        :param deterministic: act greedily.
+        :return: the actions (within the action space) and the next state.
+        """
+        self.set_training_mode(False)
+        obs_tensor, vectorized = self.obs_to_tensor(observation)
+        batch = len(next(iter(obs_tensor.values()))) if isinstance(obs_tensor, dict) else len(obs_tensor)
+        if state is None:
+            current = self.initial_state(batch)
+            starts = np.ones(batch, dtype=bool)
+        else:
+            if len(state) != len(STATE_KEYS) or len(state[0]) != batch:
+                raise ValueError(f"state must be the {len(STATE_KEYS)} arrays returned by predict for {batch} envs")
+            current = {name: torch.as_tensor(value, device=self.device) for name, value in zip(STATE_KEYS, state)}
+            starts = np.zeros(batch, dtype=bool) if episode_start is None else np.asarray(episode_start, dtype=bool)
+        with torch.no_grad():
+            raw, current = self.act(
+                obs_tensor, current, torch.as_tensor(starts.reshape(batch), device=self.device), deterministic
+            )
+        actions = raw.cpu().numpy()
+        if isinstance(self.action_space, spaces.Box):
+            actions = self.unscale_action(actions.reshape((-1, *self.action_space.shape)))
+            actions = np.clip(actions, self.action_space.low, self.action_space.high)
+        if not vectorized:
+            actions = actions.squeeze(axis=0)
+        return actions, tuple(current[name].cpu().numpy() for name in STATE_KEYS)

@@ -1,0 +1,377 @@
+"""PWM: the Parallel World Model agent (PaMoRL, NeurIPS 2024) with Stable-Baselines3's API."""
+
+from __future__ import annotations
+
+import io
+import pathlib
+from collections import defaultdict
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.noise import ActionNoise
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.save_util import save_to_zip_file
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.utils import check_for_correct_spaces
+
+from delayzoo.agents.common.plain_save import load_plain_zip, space_from_json, space_to_json
+from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
+from delayzoo.agents.pwm.policies import PWMPolicy
+from delayzoo.agents.pwm.world_model import ObservationLayout
+
+SelfPWM = TypeVar("SelfPWM", bound="PWM")
+
+_CONSTRUCTOR_KEYS = (
+    "learning_rate",
+    "buffer_size",
+    "learning_starts",
+    "batch_size",
+    "sequence_length",
+    "imagination_horizon",
+    "train_freq",
+    "gradient_steps",
+    "gamma",
+    "policy_kwargs",
+    "stats_window_size",
+    "tensorboard_log",
+    "verbose",
+    "seed",
+)
+_COUNTER_KEYS = ("num_timesteps", "_n_updates", "_episode_num")
+
+
+class PWM(OffPolicyAlgorithm):
+    """Parallel World Model agent: a categorical-latent world model whose sequence model is a gated
+    linear recurrence trained over whole windows by a parallel scan, and an actor-critic trained in
+    imagination with lambda-returns computed by the same scan run backwards.
+
+    One world-model update and one actor-critic update per ``train_freq`` env steps after
+    ``learning_starts`` random steps (:meth:`train` reads top to bottom). Life losses
+    (``info["life_loss"]``, see ``delayzoo.wrappers.LifeLossInfo``) are terminals for the
+    continuation head and restart the recurrent state, while scores stay per game (``Monitor``).
+
+    Differences from the reference implementation, which we consider bugs:
+
+    - the entropy bonus is the entropy of each imagined step's action distribution (summed over
+      action dimensions), weighted like that step's policy-gradient term, instead of a tensor of the
+      wrong shape broadcast against the advantages;
+    - imagined steps are weighted by the *cumulative* product of predicted continuations, so steps
+      after an imagined episode end stop counting;
+    - episode returns are reported by SB3's ``Monitor`` on the base env, without the reference's
+      off-by-one between rewards and episode ends;
+    - continuous actions are clipped to [-1, 1] and rescaled to the ``Box`` bounds: never outside the
+      action space.
+
+    Example::
+
+        from delayzoo import PWM
+        from delayzoo.wrappers import make_atari
+
+        model = PWM("CnnPolicy", make_atari("ALE/Pong-v5"), verbose=1).learn(100_000, progress_bar=True)
+
+    :param policy: ``"CnnPolicy"``, ``"MlpPolicy"``, ``"MultiInputPolicy"`` (all :class:`PWMPolicy`,
+        which picks encoders from the observation space) or a policy class.
+    :param env: the environment or its registered id.
+    :param learning_rate: world-model learning rate (actor/critic rates are in ``policy_kwargs``).
+    :param buffer_size: replay capacity in steps (over all envs).
+    :param learning_starts: random steps before learning; at least ``sequence_length * n_envs``.
+    :param batch_size: windows per update (16 in the paper).
+    :param sequence_length: steps per window (64 in the paper).
+    :param imagination_horizon: imagined steps per start state (15 in the paper).
+    :param train_freq: update every ``train_freq`` steps (or ``(n, "episode")``).
+    :param gradient_steps: world-model + actor-critic updates each time.
+    :param gamma: discount per agent step (0.997^4 on Atari with frame skip 4).
+    :param policy_kwargs: :class:`PWMPolicy` keywords, e.g. ``world_model_kwargs=dict(seq_width=64)``.
+    :param stats_window_size: episodes averaged in ``rollout/`` logs.
+    :param tensorboard_log: tensorboard log folder (None: no tensorboard).
+    :param verbose: 0 silent, 1 training info, 2 debug.
+    :param seed: random seed.
+    :param device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``...
+    :param _init_setup_model: build the networks now (``load`` builds them later).
+    """
+
+    policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
+        "CnnPolicy": PWMPolicy,
+        "MlpPolicy": PWMPolicy,
+        "MultiInputPolicy": PWMPolicy,
+    }
+    policy: PWMPolicy
+    replay_buffer: SequenceReplayBuffer
+
+    def __init__(
+        self,
+        policy: str | type[PWMPolicy],
+        env: GymEnv | str | None,
+        learning_rate: float | Schedule = 1e-4,
+        buffer_size: int = 100_000,
+        learning_starts: int = 1024,
+        batch_size: int = 16,
+        sequence_length: int = 64,
+        imagination_horizon: int = 15,
+        train_freq: int | tuple[int, str] = 1,
+        gradient_steps: int = 1,
+        gamma: float = 0.997**4,
+        policy_kwargs: dict[str, Any] | None = None,
+        stats_window_size: int = 100,
+        tensorboard_log: str | None = None,
+        verbose: int = 0,
+        seed: int | None = None,
+        device: torch.device | str = "auto",
+        _init_setup_model: bool = True,
+    ) -> None:
+        if env is not None and not isinstance(env, str):
+            self._check_spaces(env.observation_space, env.action_space)
+        super().__init__(
+            policy,
+            env,
+            learning_rate,
+            buffer_size=buffer_size,
+            learning_starts=learning_starts,
+            batch_size=batch_size,
+            gamma=gamma,
+            train_freq=train_freq,
+            gradient_steps=gradient_steps,
+            replay_buffer_class=SequenceReplayBuffer,
+            policy_kwargs=policy_kwargs,
+            stats_window_size=stats_window_size,
+            tensorboard_log=tensorboard_log,
+            verbose=verbose,
+            device=device,
+            support_multi_env=True,
+            seed=seed,
+            sde_support=False,
+        )
+        self.sequence_length = sequence_length
+        self.imagination_horizon = imagination_horizon
+        self.stats_window_size = stats_window_size
+        self._policy_state: tuple[np.ndarray, ...] | None = None
+        self._episode_starts: np.ndarray | None = None
+        if _init_setup_model:
+            self._setup_model()
+
+    @staticmethod
+    def _check_spaces(observation_space: spaces.Space, action_space: spaces.Space) -> None:
+        if isinstance(action_space, spaces.Box):
+            bounded = np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+            if len(action_space.shape) != 1 or not bounded:
+                raise ValueError(f"Unsupported action space {action_space}: PWM needs a bounded 1-D Box")
+        elif not isinstance(action_space, spaces.Discrete) or action_space.start != 0:
+            raise ValueError(
+                f"Unsupported action space {action_space}: PWM takes Discrete (from 0) or a bounded 1-D Box"
+            )
+        ObservationLayout(observation_space)
+
+    def _check_arguments(self) -> None:
+        self._check_spaces(self.observation_space, self.action_space)
+        if self.sequence_length < 2:
+            raise ValueError(f"sequence_length must be at least 2, got {self.sequence_length}")
+        if self.imagination_horizon < 1:
+            raise ValueError(f"imagination_horizon must be at least 1, got {self.imagination_horizon}")
+        per_env = self.buffer_size // self.n_envs
+        if self.sequence_length > per_env:
+            raise ValueError(
+                f"sequence_length={self.sequence_length} is larger than the {per_env} steps the replay buffer holds "
+                f"per env (buffer_size={self.buffer_size}, n_envs={self.n_envs})"
+            )
+        if self.learning_starts < self.sequence_length * self.n_envs:
+            raise ValueError(
+                f"learning_starts={self.learning_starts} must be at least sequence_length * n_envs = "
+                f"{self.sequence_length * self.n_envs}, so that the first update can sample whole windows"
+            )
+
+    def _setup_model(self) -> None:
+        self._check_arguments()
+        super()._setup_model()
+        self._sample_rng = np.random.default_rng(self.seed)
+
+    def _setup_learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        reset_num_timesteps: bool = True,
+        tb_log_name: str = "run",
+        progress_bar: bool = False,
+    ):
+        env_resets = reset_num_timesteps or self._last_obs is None
+        result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        if env_resets:
+            self.replay_buffer.mark_episode_starts()
+            self._policy_state = None
+        return result
+
+    def _sample_action(
+        self, learning_starts: int, action_noise: ActionNoise | None = None, n_envs: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if self.num_timesteps < learning_starts:
+            action = np.array([self.action_space.sample() for _ in range(n_envs)])
+            self._policy_state = None
+        else:
+            starts = None if self._policy_state is None else self._episode_starts
+            action, self._policy_state = self.policy.predict(
+                self._last_obs, self._policy_state, starts, deterministic=False
+            )
+        if isinstance(self.action_space, spaces.Box):
+            return action, self.policy.scale_action(action)
+        return action, action
+
+    def _store_transition(self, replay_buffer, buffer_action, new_obs, reward, dones, infos) -> None:
+        super()._store_transition(replay_buffer, buffer_action, new_obs, reward, dones, infos)
+        life_loss = np.array([info.get("life_loss", False) for info in infos], dtype=bool)
+        self._episode_starts = np.asarray(dones, dtype=bool) | life_loss
+
+    def train(self, gradient_steps: int, batch_size: int) -> None:
+        """``gradient_steps`` x (one world-model update on replayed windows, then one actor-critic
+        update in imagination from all of that batch's posterior states).
+
+        Skipped while the replay buffer holds less than one window per env (e.g. right after
+        ``load`` without ``load_replay_buffer``).
+        """
+        if self.replay_buffer.stored_steps() < self.sequence_length:
+            return
+        policy = self.policy
+        policy.set_training_mode(True)
+        self._update_learning_rate(policy.world_model_optimizer)
+        logs: dict[str, list[float]] = defaultdict(list)
+        for _ in range(gradient_steps):
+            batch = self.replay_buffer.sample(batch_size, self.sequence_length, self._sample_rng)
+            time_major = lambda x: x.transpose(0, 1)  # noqa: E731
+            obs = (
+                {key: time_major(value) for key, value in batch.observations.items()}
+                if isinstance(batch.observations, dict)
+                else time_major(batch.observations)
+            )
+            world_model_loss, metrics, starts = policy.world_model.loss(
+                obs,
+                policy.encode_action(time_major(batch.actions)),
+                time_major(batch.rewards),
+                time_major(batch.terminals).float(),
+                time_major(batch.is_first),
+            )
+            policy.world_model_optimizer.zero_grad()
+            world_model_loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.world_model.parameters(), policy.world_model_grad_clip)
+            policy.world_model_optimizer.step()
+
+            latent = starts["latent"].flatten(0, 1)
+            state = {name: value.flatten(0, 1) for name, value in starts["state"].items()}
+            actor_loss, critic_loss, agent_metrics = policy.actor_critic.loss(
+                policy.world_model, latent, state, self.imagination_horizon, self.gamma, policy.scan_method
+            )
+            policy.actor_optimizer.zero_grad()
+            policy.critic_optimizer.zero_grad()
+            (actor_loss + critic_loss).backward()
+            torch.nn.utils.clip_grad_norm_(policy.actor_critic.actor.parameters(), policy.actor_critic_grad_clip)
+            torch.nn.utils.clip_grad_norm_(policy.actor_critic.critic.parameters(), policy.actor_critic_grad_clip)
+            policy.actor_optimizer.step()
+            policy.critic_optimizer.step()
+            policy.actor_critic.update_slow_critic()
+            for name, value in {**metrics, **agent_metrics}.items():
+                logs[name].append(value)
+
+        self._n_updates += gradient_steps
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        for name, values in logs.items():
+            self.logger.record(f"train/{name}", float(np.mean(values)))
+
+    def learn(
+        self: SelfPWM,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        log_interval: int = 4,
+        tb_log_name: str = "PWM",
+        reset_num_timesteps: bool = True,
+        progress_bar: bool = False,
+    ) -> SelfPWM:
+        """Train for ``total_timesteps`` env steps (SB3's ``learn``); returns ``self``."""
+        return super().learn(
+            total_timesteps=total_timesteps,
+            callback=callback,
+            log_interval=log_interval,
+            tb_log_name=tb_log_name,
+            reset_num_timesteps=reset_num_timesteps,
+            progress_bar=progress_bar,
+        )
+
+    def save_replay_buffer(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:
+        """Save the replay buffer as a plain ``.npz`` archive (loading it runs no code)."""
+        self.replay_buffer.save(path)
+
+    def load_replay_buffer(self, path: str | pathlib.Path | io.BufferedIOBase, truncate_last_traj: bool = True) -> None:
+        """Load a replay buffer saved by :meth:`save_replay_buffer` for the same spaces and sizes.
+
+        The next stored step starts an episode, since the live env does not continue the saved one.
+        """
+        self.replay_buffer.load(path)
+        self.replay_buffer.device = self.device
+        self.replay_buffer.mark_episode_starts()
+
+    def save(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:  # type: ignore[override]
+        """Save to an SB3 zip archive whose non-tensor part is plain JSON (see :meth:`load`).
+
+        A ``learning_rate`` schedule is saved as its current value.
+        """
+        data: dict[str, Any] = {key: getattr(self, key) for key in (*_CONSTRUCTOR_KEYS, *_COUNTER_KEYS)}
+        if callable(data["learning_rate"]):
+            data["learning_rate"] = float(self.lr_schedule(self._current_progress_remaining))
+        data["train_freq"] = [int(self.train_freq.frequency), self.train_freq.unit.value]
+        data.update(
+            policy_class=self.policy_class.__name__,
+            n_envs=self.n_envs,
+            observation_space=space_to_json(self.observation_space),
+            action_space=space_to_json(self.action_space),
+        )
+        save_to_zip_file(path, data=data, params=self.get_parameters())
+
+    @classmethod
+    def load(  # type: ignore[override]
+        cls: type[SelfPWM],
+        path: str | pathlib.Path | io.BufferedIOBase,
+        env: GymEnv | None = None,
+        device: torch.device | str = "auto",
+        custom_objects: dict[str, Any] | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> SelfPWM:
+        """Load a model saved by :meth:`save`; nothing in the file is unpickled or executed.
+
+        :param path: the saved model.
+        :param env: env to continue training in; its spaces must equal the saved ones.
+        :param device: device of the networks.
+        :param custom_objects: saved values to replace (SB3's meaning); as nothing is unpickled, only
+            the saved keys (e.g. ``learning_rate``) are used and others (``lr_schedule``) are ignored.
+        :param print_system_info: print the system info stored in the file.
+        :param force_reset: accepted for SB3 compatibility; the env is always reset before learning.
+        :param kwargs: attributes to override after loading (e.g. ``learning_starts``).
+        """
+        data, params, _ = load_plain_zip(path, device=device, print_system_info=print_system_info)
+        data.update({key: value for key, value in (custom_objects or {}).items() if key in data})
+        if data.get("policy_class") != PWMPolicy.__name__:
+            raise ValueError(f"{path} holds a {data.get('policy_class')!r} policy, not a PWM model")
+        observation_space = space_from_json(data["observation_space"])
+        action_space = space_from_json(data["action_space"])
+        constructor = {key: data[key] for key in _CONSTRUCTOR_KEYS}
+        constructor["train_freq"] = tuple(constructor["train_freq"])
+        if env is not None:
+            env = cls._wrap_env(env, data["verbose"])
+            check_for_correct_spaces(env, observation_space, action_space)
+        model = cls(PWMPolicy, env, device=device, _init_setup_model=False, **constructor)
+        if env is None:
+            model.observation_space, model.action_space, model.n_envs = observation_space, action_space, data["n_envs"]
+        for key in _COUNTER_KEYS:
+            setattr(model, key, data[key])
+        model.__dict__.update(kwargs)
+        model._setup_model()
+        model.set_parameters(params, exact_match=True, device=device)
+        return model
+
+    def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
+        return [
+            "policy",
+            "policy.world_model_optimizer",
+            "policy.actor_optimizer",
+            "policy.critic_optimizer",
+        ], []

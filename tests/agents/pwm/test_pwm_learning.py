@@ -1,0 +1,52 @@
+import pathlib
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import yaml
+from stable_baselines3.common.callbacks import BaseCallback
+
+from delayzoo.agents.pwm import PWM
+
+HYPERPARAMS = pathlib.Path(__file__).parents[3] / "hyperparams" / "pwm.yml"
+
+
+def evaluate(model, episodes=5):
+    env = gym.make("CartPole-v1")
+    scores = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=10_000 + episode)
+        state, start, done, score = None, np.array([True]), False, 0.0
+        while not done:
+            action, state = model.predict(obs, state=state, episode_start=start, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            score, done, start = score + reward, terminated or truncated, np.array([False])
+        scores.append(score)
+    return float(np.mean(scores))
+
+
+class LearningCurve(BaseCallback):
+    def __init__(self, every):
+        super().__init__()
+        self.every, self.curve = every, []
+
+    def _on_step(self):
+        if self.num_timesteps % self.every == 0:
+            self.curve.append((self.num_timesteps, evaluate(self.model)))
+            print(f"steps={self.curve[-1][0]} eval_mean={self.curve[-1][1]:.1f}", flush=True)
+            return self.curve[-1][1] < 400
+        return True
+
+
+@pytest.mark.slow
+def test_mlp_policy_learns_cartpole_within_30k_steps():
+    torch.manual_seed(0)
+    config = yaml.safe_load(HYPERPARAMS.read_text())["CartPole-v1"]
+    kwargs = {key: value for key, value in config.items() if key not in ("policy", "n_timesteps", "policy_kwargs")}
+    model = PWM(
+        config["policy"], "CartPole-v1", policy_kwargs=eval(config["policy_kwargs"]), seed=0, device="cpu", **kwargs
+    )
+    curve = LearningCurve(every=2_000)
+    model.learn(30_000, callback=curve)
+    assert max(score for _, score in curve.curve) >= 400, curve.curve
