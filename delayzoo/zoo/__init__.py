@@ -1,0 +1,6 @@
+"""The zoo: train, evaluate and plot every agent on every env from per-env YAML files, on top of rl_zoo3.
+
+Command lines: ``python -m delayzoo.zoo.train`` (rl_zoo3's flags plus execution-delay flags),
+``python -m delayzoo.zoo.eval`` (every checkpoint of a run into a CSV), ``python -m delayzoo.zoo.plot``
+(learning curves and the Atari 100k table), or ``delayzoo train|eval|plot``.
+"""

@@ -1,0 +1,333 @@
+"""rl_zoo3's experiment manager, with execution delays, our env factories and checks before writing.
+
+:class:`DelayExperimentManager` keeps rl_zoo3's flow (``setup_experiment`` -> ``learn`` ->
+``save_trained_model``) and changes what the zoo needs:
+
+- hyperparameters come from our ``hyperparams/`` folder, with presets and DeepMind Control fallbacks
+  (:mod:`delayzoo.zoo.hyperparams`); an entry's ``delay:`` mapping sets the delay, which the command-line
+  delay flags override; the effective delay is written to ``args.yml`` and ``config.yml``;
+- envs are built by :func:`delayzoo.zoo.envs.make_zoo_env` (statistics at the base, delay on top);
+- every check runs before the log folder is created: hyperparameters the algorithm's constructor does
+  not take, delay settings that contradict each other, a resume file of another algorithm or env; and
+  if setting up still fails, the folders it created are removed, so nothing half-written stays;
+- ``-i model.zip`` continues the step counter; Ctrl-C saves the model and the replay buffer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import json
+import os
+import shutil
+import zipfile
+from functools import partial
+from pathlib import Path
+from pprint import pprint
+from typing import Any, Callable
+
+import gymnasium as gym
+from rl_zoo3.exp_manager import ExperimentManager
+from rl_zoo3.utils import ALGOS
+from sb3_contrib.common.vec_env import AsyncEval
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
+from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecTransposeImage
+
+from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
+from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.hyperparams import hyperparams_file, load_hyperparams_file, select_entry
+from delayzoo.zoo.runs import read_run_yaml
+
+__all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "stack_and_transpose"]
+
+SET_BY_THE_ZOO = {
+    "env": "--env",
+    "seed": "--seed",
+    "device": "--device",
+    "verbose": "--verbose",
+    "tensorboard_log": "-tb",
+    "delay": "the delay flags (--delay, --delay-process, ...) or a delay: entry in the YAML file",
+}
+"""Names the zoo sets itself (constructor arguments, the delay), with the flag that sets each."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ZooOptions:
+    """What the zoo's own flags say, beyond rl_zoo3's.
+
+    :param delay_flags: the delay flags given on the command line, as ``DelaySettings`` fields
+    :param preset: the ``--preset`` name, or ``None``
+    :param pixels: ``--pixels`` (DeepMind Control tasks as images)
+    """
+
+    delay_flags: dict[str, Any] = dataclasses.field(default_factory=dict)
+    preset: str | None = None
+    pixels: bool = False
+
+
+def make_ranked_env(
+    env_id: str,
+    delay: DelaySettings,
+    monitor_file: str | None,
+    pixels: bool,
+    wrapper: Callable[[gym.Env], gym.Env] | None,
+    env_kwargs: dict[str, Any],
+    action_seed: int | None,
+) -> gym.Env:
+    """One env of a vector env: :func:`make_zoo_env`, its action space seeded, the YAML's ``env_wrapper`` on top."""
+    env = make_zoo_env(env_id, delay, monitor_file=monitor_file, pixels=pixels, **env_kwargs)
+    if action_seed is not None:
+        env.action_space.seed(action_seed)
+    return env if wrapper is None else wrapper(env)
+
+
+def stack_and_transpose(env: VecEnv, frame_stack: int | None, verbose: int = 0) -> VecEnv:
+    """Stack ``frame_stack`` frames (if given) and put image channels first, as SB3's CNNs expect."""
+    if frame_stack:
+        env = VecFrameStack(env, frame_stack)
+        if verbose > 0:
+            print(f"Stacking {frame_stack} frames")
+    space = env.observation_space
+    parts = space.spaces.values() if isinstance(space, gym.spaces.Dict) else [space]
+    if any(is_image_space(part) and not is_image_space_channels_first(part) for part in parts):
+        env = VecTransposeImage(env)
+    return env
+
+
+def _policy_modules(algorithm: type[BaseAlgorithm]) -> set[str]:
+    return {policy.__module__ for policy in getattr(algorithm, "policy_aliases", {}).values()}
+
+
+class DelayExperimentManager(ExperimentManager):
+    """rl_zoo3's ``ExperimentManager`` for delayed envs and our agents (see the module docstring).
+
+    Takes rl_zoo3's arguments, plus:
+
+    :param zoo: the zoo's own options (delay flags, preset, pixels)
+    """
+
+    def __init__(self, args: Any, algo: str, env_id: str, *positional: Any, zoo: ZooOptions, **kwargs: Any) -> None:
+        check_env_id(env_id)
+        super().__init__(args, algo, env_id, *positional, **kwargs)
+        self.zoo = zoo
+        self.kind = env_kind(self.env_name.gym_id)
+        self.delay = DelaySettings()
+        self.interrupted = False
+        self._created: Path | None = None
+        if not kwargs.get("config"):
+            self.config = str(hyperparams_file(self.algo))
+
+    # ------------------------------------------------------------------ set-up
+    def setup_experiment(self) -> tuple[BaseAlgorithm, dict[str, Any]] | None:
+        """rl_zoo3's set-up; on failure the folders it created are removed and bad input becomes a :class:`ZooError`."""
+        try:
+            return super().setup_experiment()
+        except BaseException as error:
+            self._remove_created()
+            if isinstance(error, (ValueError, TypeError, AssertionError)) and not isinstance(error, ZooError):
+                raise ZooError(f"{type(error).__name__}: {error}") from error
+            raise
+
+    def read_hyperparameters(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The entry for this run (see :mod:`delayzoo.zoo.hyperparams`), its ``delay:`` merged with the flags."""
+        content = load_hyperparams_file(self.config)
+        key, hyperparams = select_entry(content, self.env_name.gym_id, self.kind, self.zoo.preset, self.zoo.pixels)
+        print(f"Loading hyperparameters from: {self.config} (entry {key!r})")
+        entry_delay = hyperparams.pop("delay", None) or {}
+        if not isinstance(entry_delay, dict):
+            raise ZooError(f"the delay entry of {key!r} in {self.config} must be a mapping, got {entry_delay!r}")
+        base = DelaySettings.from_dict(entry_delay, f"the delay entry of {key!r} in {self.config}")
+        source = "the delay flags" + (f" and the delay entry of {key!r}" if entry_delay else "")
+        self.delay = DelaySettings.from_dict(base.merged(self.zoo.delay_flags), source).resolved()
+
+        if self.storage and self.study_name and self.trial_id:
+            print("Loading from Optuna study...")
+            hyperparams.update(self.load_trial(self.storage, self.study_name, self.trial_id))
+        if self.custom_hyperparams is not None:
+            hyperparams.update(self.custom_hyperparams)
+        if "env_kwargs" in hyperparams and self.env_kwargs:
+            hyperparams["env_kwargs"] = self.env_kwargs
+        if self.delay.pending_view and hyperparams.get("policy") in ("MlpPolicy", "CnnPolicy"):
+            print(f"--pending-view gives Dict observations: using MultiInputPolicy instead of {hyperparams['policy']}")
+            hyperparams["policy"] = "MultiInputPolicy"
+
+        record = self.delay.to_record()
+        for name, value in (
+            ("delay", record["delay"]),
+            ("delay_process", record["process"]),
+            ("delay_p", record["p"]),
+            ("min_delay", record["min_delay"]),
+            ("pending_view", record["pending_view"]),
+            ("init_action", record["init_action"]),
+            ("preset", self.zoo.preset),
+            ("pixels", self.zoo.pixels),
+            ("hyperparams_entry", key),
+            ("resume_timesteps", 0),
+        ):
+            setattr(self.args, name, value)
+        saved_hyperparams = {name: hyperparams[name] for name in sorted(hyperparams)}
+        saved_hyperparams["delay"] = record
+        print(f"Execution delay: {self.delay.label()}")
+        print("Hyperparameters:")
+        pprint(saved_hyperparams)
+        return hyperparams, saved_hyperparams
+
+    def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> Any:
+        processed = super()._preprocess_hyperparams(hyperparams)
+        self._check_constructor_keys(processed[0])
+        if self._eval_env_kwargs_args is None:
+            self.eval_env_kwargs = self.env_kwargs
+        return processed
+
+    def _check_constructor_keys(self, hyperparams: dict[str, Any]) -> None:
+        algorithm = ALGOS[self.algo]
+        parameters = inspect.signature(algorithm.__init__).parameters
+        keys = set(hyperparams) - {"noise_type", "noise_std"}
+        if "noise_type" in hyperparams:
+            keys.add("action_noise")
+        reserved = sorted(keys & set(SET_BY_THE_ZOO))
+        if reserved:
+            name = reserved[0]
+            raise ZooError(f"hyperparameter {name!r} is set by the zoo; use {SET_BY_THE_ZOO[name]} instead")
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return
+        accepted = set(parameters) - {"self"}
+        unknown = sorted(keys - accepted)
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], sorted(accepted), n=2)
+            hint = f"; did you mean {' or '.join(repr(other) for other in close)}?" if close else ""
+            raise ZooError(f"hyperparameter {unknown[0]!r} is not an argument of {algorithm.__name__}{hint}")
+
+    def _check_resume(self) -> None:
+        """A resume file must come from a run of the same algorithm and env."""
+        if not self.trained_agent:
+            return
+        path = Path(self.trained_agent)
+        if not (path.suffix == ".zip" and path.is_file()):
+            raise ZooError(f"-i {self.trained_agent!r} must be an existing .zip file")
+        wanted = (self.algo, self.env_name.gym_id)
+        args_files = sorted(path.parent.glob("*/args.yml"))
+        if args_files:
+            recorded = read_run_yaml(args_files[0])
+            found = (recorded.get("algo"), recorded.get("env"))
+            if found != wanted:
+                raise ZooError(
+                    f"-i {self.trained_agent} comes from a run of --algo {found[0]} --env {found[1]} "
+                    f"({args_files[0]}); "
+                    f"this run is --algo {wanted[0]} --env {wanted[1]}"
+                )
+            return
+        try:
+            with zipfile.ZipFile(path) as archive:
+                module = json.loads(archive.read("data"))["policy_class"]["__module__"]
+        except (zipfile.BadZipFile, KeyError, TypeError, json.JSONDecodeError) as error:
+            raise ZooError(f"-i {self.trained_agent} is not a model saved by Stable-Baselines3 ({error})") from error
+        ours = _policy_modules(ALGOS[self.algo])
+        for name, algorithm in ALGOS.items():
+            if module in _policy_modules(algorithm) and module not in ours:
+                raise ZooError(
+                    f"-i {self.trained_agent} holds a {name} policy ({module}); this run is --algo {self.algo}"
+                )
+
+    def create_log_folder(self) -> None:
+        """Check everything still unchecked, then create the folders (remembering the first one created)."""
+        self._check_resume()
+        created = Path(self.params_path)
+        while not created.parent.exists():
+            created = created.parent
+        self._created = None if created.exists() else created
+        super().create_log_folder()
+
+    def _remove_created(self) -> None:
+        if self._created is not None and self._created.exists():
+            shutil.rmtree(self._created)
+            self._created = None
+
+    # ------------------------------------------------------------------ envs
+    def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
+        """``n_envs`` envs from :func:`make_zoo_env`, with rl_zoo3's normalisation, frame stack and transposition.
+
+        Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
+        the life-loss and delay wrappers).
+        """
+        log_dir = None if eval_env or no_log else self.save_path
+        env_kwargs = self.eval_env_kwargs if eval_env else self.env_kwargs
+        makers = [
+            partial(
+                make_ranked_env,
+                self.env_name.gym_id,
+                self.delay,
+                None if log_dir is None else os.path.join(log_dir, str(rank)),
+                self.zoo.pixels,
+                self.env_wrapper,
+                dict(env_kwargs),
+                None if self.seed is None else self.seed + rank,
+            )
+            for rank in range(n_envs)
+        ]
+        env: VecEnv = self.vec_env_class(makers, **self.vec_env_kwargs)  # type: ignore[arg-type]
+        env.seed(self.seed)
+        if self.vec_env_wrapper is not None:
+            env = self.vec_env_wrapper(env)
+        env = self._maybe_normalize(env, eval_env)
+        return stack_and_transpose(env, self.frame_stack, self.verbose)
+
+    # ------------------------------------------------------------------ training
+    def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
+        print(f"Loading pretrained agent {self.trained_agent}")
+        kwargs = {key: value for key, value in hyperparams.items() if key not in ("policy", "policy_kwargs")}
+        model = ALGOS[self.algo].load(
+            self.trained_agent,
+            env=env,
+            seed=self.seed,
+            tensorboard_log=self.tensorboard_log,
+            verbose=self.verbose,
+            device=self.device,
+            **kwargs,
+        )
+        self.args.resume_timesteps = int(model.num_timesteps)
+        replay_buffer = Path(self.trained_agent).parent / "replay_buffer.pkl"
+        if replay_buffer.is_file() and hasattr(model, "load_replay_buffer"):
+            print(f"Loading replay buffer {replay_buffer}")
+            if "truncate_last_traj" in inspect.signature(model.load_replay_buffer).parameters:
+                model.load_replay_buffer(replay_buffer, truncate_last_traj=self.truncate_last_trajectory)
+            else:
+                model.load_replay_buffer(replay_buffer)
+        return model
+
+    def learn(self, model: BaseAlgorithm) -> None:
+        """Train for ``-n`` steps (more steps on top of a resumed model's counter); Ctrl-C stops and keeps the model."""
+        kwargs: dict[str, Any] = {"reset_num_timesteps": not self.continue_training}
+        if self.log_interval > -1:
+            kwargs["log_interval"] = self.log_interval
+        elif self.log_interval < -1:
+            kwargs["log_interval"] = None
+        if self.callbacks:
+            kwargs["callback"] = self.callbacks
+        if self.algo == "ars" and self.n_envs > 1:
+            kwargs["async_eval"] = AsyncEval(
+                [partial(self.create_envs, n_envs=1, no_log=True) for _ in range(self.n_envs)], model.policy
+            )
+        try:
+            model.learn(self.n_timesteps, **kwargs)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            print(f"Interrupted at {model.num_timesteps} steps: saving the model and the replay buffer")
+            for callback in self.callbacks:
+                if hasattr(callback, "model"):  # started (a progress bar to close)
+                    callback.on_training_end()
+        finally:
+            if model.env is not None:
+                model.env.close()
+
+    def save_trained_model(self, model: BaseAlgorithm) -> None:
+        """rl_zoo3's save (model, replay buffer with ``--save-replay-buffer``, normalisation statistics).
+
+        After Ctrl-C the replay buffer is saved too, so that ``-i`` can resume where training stopped.
+        """
+        has_buffer = hasattr(model, "save_replay_buffer") and getattr(model, "replay_buffer", None) is not None
+        if self.interrupted and has_buffer:
+            self.save_replay_buffer = True
+        super().save_trained_model(model)

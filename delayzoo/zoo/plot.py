@@ -1,0 +1,197 @@
+"""Learning curves of zoo runs (PNG) and the Atari 100k summary table (markdown).
+
+::
+
+    python -m delayzoo.zoo.plot -f logs                      # every env under logs/
+    python -m delayzoo.zoo.plot -f logs --algos pwm ppo --envs ALE/Pong-v5 --source eval
+
+One PNG per env, ``<output dir>/<env>.png``: one curve per algorithm and delay setting, the mean over
+its runs (seeds) with the min-max band shaded. ``--source monitor`` (default) plots training episodes
+(a running mean over ``--window`` episodes); ``--source eval`` the per-checkpoint means of
+``delayzoo.zoo.eval``'s CSVs.
+
+When evaluated Atari 100k runs exist, ``<output dir>/atari100k.md`` holds, per algorithm and delay
+setting, the mean, median and IQM of the human-normalised scores of the final models with 95%
+stratified-bootstrap intervals, and the raw score of each game.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.runs import Run, find_runs, read_monitor
+from delayzoo.zoo.scores import AGGREGATES, atari_game, bootstrap_interval, human_normalized, reference_scores
+
+__all__ = ["atari_table", "learning_curve", "main", "plot_env"]
+
+
+def _read_eval(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    path = run.eval_csv
+    if not path.is_file():
+        return np.zeros(0), np.zeros(0)
+    with open(path, newline="") as handle:
+        rows = [[float(value) for value in row] for row in list(csv.reader(handle))[1:] if row]
+    if not rows:
+        return np.zeros(0), np.zeros(0)
+    return np.array([row[0] for row in rows]), np.array([np.mean(row[1:]) for row in rows])
+
+
+def learning_curve(run: Run, source: str = "monitor", window: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, score)`` of one run: a running mean of training episodes, or the eval CSV's means."""
+    if source == "eval":
+        return _read_eval(run)
+    steps, returns = read_monitor(run)
+    if returns.size == 0:
+        return steps, returns
+    cumulative = np.concatenate([[0.0], np.cumsum(returns)])
+    counts = np.minimum(np.arange(1, returns.size + 1), window)
+    ends = np.arange(1, returns.size + 1)
+    return steps, (cumulative[ends] - cumulative[ends - counts]) / counts
+
+
+def _on_grid(curves: list[tuple[np.ndarray, np.ndarray]], points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Curves interpolated on a common grid from the first to the last step all of them cover."""
+    start = max(steps[0] for steps, _ in curves)
+    stop = min(steps[-1] for steps, _ in curves)
+    grid = np.linspace(start, stop, points) if stop > start else np.array([stop])
+    return grid, np.stack([np.interp(grid, steps, values) for steps, values in curves])
+
+
+def plot_env(runs: list[Run], path: Path, source: str = "monitor", window: int = 10, points: int = 100) -> Path | None:
+    """Write the PNG of one env's runs; ``None`` when no run has data for ``source``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    groups: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    for run in runs:
+        steps, values = learning_curve(run, source, window)
+        if steps.size:
+            groups[f"{run.algo} ({run.delay_settings().label()})"].append((steps, values))
+    if not groups:
+        return None
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for label, curves in sorted(groups.items()):
+        grid, values = _on_grid(curves, points)
+        mean = values.mean(axis=0)
+        (line,) = axes.plot(grid, mean, marker="o" if grid.size == 1 else None, label=f"{label}, {len(curves)} run(s)")
+        axes.fill_between(grid, values.min(axis=0), values.max(axis=0), color=line.get_color(), alpha=0.2)
+    axes.set_title(runs[0].env_id)
+    axes.set_xlabel("environment steps")
+    axes.set_ylabel("evaluation return" if source == "eval" else f"training return (mean of {window} episodes)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def atari_table(runs: list[Run], n_resamples: int = 2000, seed: int = 0) -> str | None:
+    """The Atari 100k markdown summary of the evaluated runs' final models; ``None`` without any."""
+    finals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        game = atari_game(run.env_id)
+        steps, means = _read_eval(run)
+        if game is not None and steps.size:
+            finals[f"{run.algo} ({run.delay_settings().label()})"][game].append(float(means[np.argmax(steps)]))
+    if not finals:
+        return None
+    lines = [
+        "| agent | games | runs | mean HNS [95% CI] | median HNS [95% CI] | IQM HNS [95% CI] |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, per_game in sorted(finals.items()):
+        normalized = {game: np.asarray(human_normalized(game, np.asarray(scores))) for game, scores in per_game.items()}
+        cells = []
+        for metric in AGGREGATES.values():
+            estimate, low, high = bootstrap_interval(normalized, metric, n_resamples, seed=seed)
+            cells.append(f"{estimate:.3f} [{low:.3f}, {high:.3f}]")
+        runs_count = sum(len(scores) for scores in per_game.values())
+        lines.append(f"| {label} | {len(per_game)}/26 | {runs_count} | " + " | ".join(cells) + " |")
+    labels = sorted(finals)
+    lines += ["", "| game | random | human | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
+    for game, (random, human) in sorted(reference_scores().items()):
+        scores = [finals[label].get(game) for label in labels]
+        if any(scores):
+            cells = [f"{np.mean(s):.1f}" if s else "" for s in scores]
+            lines.append(f"| {game} | {random:g} | {human:g} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "HNS: human-normalised score (score - random) / (human - random) of the final model, mean over the "
+        "evaluation episodes; intervals: stratified percentile bootstrap over each game's runs "
+        f"({n_resamples} resamples; a game with one run contributes no spread).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``delayzoo plot``."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser.add_argument("-f", "--log-folder", default="logs", help="log folder of the zoo (default: logs)")
+    parser.add_argument("--algos", nargs="+", help="only these algorithms")
+    parser.add_argument("--envs", nargs="+", help="only these env ids")
+    parser.add_argument(
+        "--source", choices=("monitor", "eval"), default="monitor", help="training episodes or the eval CSVs"
+    )
+    parser.add_argument("--window", type=int, default=10, help="episodes in the running mean (monitor source)")
+    parser.add_argument("--points", type=int, default=100, help="points per curve")
+    parser.add_argument("-o", "--output-dir", type=Path, help="where to write (default <log folder>/plots)")
+    parser.add_argument("--n-bootstrap", type=int, default=2000, help="bootstrap resamples of the Atari table")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.plot") -> int:
+    """Run the plot command line; return the exit code (2 for bad input).
+
+    :param argv: the arguments (default: ``sys.argv[1:]``)
+    :param prog: the program name shown in help and errors
+    """
+    try:
+        args = parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
+        if args.window < 1 or args.points < 1 or args.n_bootstrap < 1:
+            raise ZooError(
+                f"--window, --points and --n-bootstrap must be >= 1, "
+                f"got {args.window}, {args.points}, {args.n_bootstrap}"
+            )
+        runs = find_runs(args.log_folder, args.algos, args.envs)
+        if not runs:
+            raise ZooError(
+                f"no zoo runs under {args.log_folder!r} for algos {args.algos or 'any'} and envs {args.envs or 'any'}"
+            )
+    except ZooError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
+    output = args.output_dir or Path(args.log_folder) / "plots"
+    by_env: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        by_env[run.env_id].append(run)
+    for env_id, env_runs in sorted(by_env.items()):
+        png = output / f"{re.sub(r'[^A-Za-z0-9_.-]', '-', env_id)}.png"
+        written = plot_env(env_runs, png, args.source, args.window, args.points)
+        print(f"Wrote {written}" if written else f"No {args.source} data for {env_id}: skipped")
+    table = atari_table(runs, args.n_bootstrap, args.seed)
+    if table is not None:
+        output.mkdir(parents=True, exist_ok=True)
+        (output / "atari100k.md").write_text(table)
+        print(table)
+        print(f"Wrote {output / 'atari100k.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Train any zoo algorithm on any env, with execution delays: rl_zoo3's ``train`` plus delay flags.
+
+Every rl_zoo3 flag works (``-n``, ``--seed``, ``-f``, ``-tb``, ``--eval-freq``, ``--save-freq``,
+``-params``, ``-conf``, ``-P``, ``-optimize``, ...). The zoo adds::
+
+    --delay N                                   maximum execution delay (steps)
+    --delay-process {constant,random-walk,iid}  how the delay evolves (default: constant)
+    --delay-p P                                 random walk: probability of -1 and of +1 per step (0.2)
+    --min-delay N                               random walk / iid: smallest delay (0)
+    --pending-view                              observe the pending actions (Dict observations)
+    --init-action {noop,random}                 what fills the delay queue at reset (noop)
+    --preset NAME                               use the YAML entry "<env id>@NAME" (e.g. CartPole-v1@delayed)
+    --pixels                                    DeepMind Control tasks as 64x64 images
+
+Example::
+
+    python -m delayzoo.zoo.train --algo ppo --env CartPole-v1 --delay 5 --delay-process random-walk \\
+        --pending-view -n 50000 --seed 0
+
+Bad input (unknown algorithm or env, a hyperparameter the algorithm does not take, contradictory delay
+flags, a resume file of another algorithm or env) prints a message and exits with code 2 before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from functools import partial
+
+import rl_zoo3.train
+from rl_zoo3.hyperparams_opt import HYPERPARAMS_SAMPLER
+
+from delayzoo.zoo.algos import OUR_ALGOS, load_algorithm
+from delayzoo.zoo.envs import INIT_ACTIONS, PROCESSES, DelaySettings, check_env_id, env_kind
+from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
+
+__all__ = ["main", "zoo_parser"]
+
+_DELAY_FIELDS = {
+    "delay": "delay",
+    "delay_process": "process",
+    "delay_p": "p",
+    "min_delay": "min_delay",
+    "pending_view": "pending_view",
+    "init_action": "init_action",
+}
+
+
+def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The parser of the zoo's own flags (the rest goes to rl_zoo3's parser)."""
+    parser = argparse.ArgumentParser(prog=prog, add_help=False, allow_abbrev=False)
+    group = parser.add_argument_group("execution delay (delayzoo)")
+    group.add_argument("--delay", type=int, help="maximum execution delay in steps")
+    group.add_argument("--delay-process", choices=PROCESSES, help="how the delay evolves (default: constant)")
+    group.add_argument("--delay-p", type=float, help="random walk: probability of -1 and of +1 per step (default 0.2)")
+    group.add_argument("--min-delay", type=int, help="random walk / iid: the smallest delay (default 0)")
+    group.add_argument("--pending-view", action="store_const", const=True, help="observe the pending actions")
+    group.add_argument("--init-action", choices=INIT_ACTIONS, help="delay queue filler at reset (default: noop)")
+    other = parser.add_argument_group("delayzoo")
+    other.add_argument("--preset", help="use the hyperparameter entry '<env id>@PRESET' (with its delay: settings)")
+    other.add_argument("--pixels", action="store_true", help="DeepMind Control tasks as images (dm_control/ ids)")
+    return parser
+
+
+def _peek_parser() -> argparse.ArgumentParser:
+    """The rl_zoo3 flags the zoo checks before handing them on (same names and defaults as rl_zoo3)."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--algo", default="ppo")
+    parser.add_argument("--env", default="CartPole-v1")
+    parser.add_argument("-i", "--trained-agent", default="")
+    parser.add_argument("-optimize", "--optimize-hyperparameters", action="store_true")
+    return parser
+
+
+@contextlib.contextmanager
+def _zoo_rl_zoo3(options: ZooOptions, argv: list[str], prog: str) -> Iterator[None]:
+    """rl_zoo3's ``train`` with our experiment manager and ``prog argv...`` as its command line."""
+    manager, saved_argv = rl_zoo3.train.ExperimentManager, sys.argv
+    rl_zoo3.train.ExperimentManager = partial(DelayExperimentManager, zoo=options)
+    sys.argv = [prog, *argv]
+    try:
+        yield
+    finally:
+        rl_zoo3.train.ExperimentManager, sys.argv = manager, saved_argv
+
+
+def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
+    load_algorithm(peek.algo)
+    check_env_id(peek.env)
+    flags = {field: getattr(own, name) for name, field in _DELAY_FIELDS.items() if getattr(own, name) is not None}
+    if own.preset is None:
+        DelaySettings.from_dict(flags, "the delay flags")
+    if own.pixels and env_kind(peek.env) != "dmc":
+        raise ZooError(f"--pixels applies to dm_control/ ids, not to {peek.env!r}")
+    if peek.trained_agent and not (peek.trained_agent.endswith(".zip") and os.path.isfile(peek.trained_agent)):
+        raise ZooError(f"-i {peek.trained_agent!r} must be an existing .zip file")
+    if peek.optimize_hyperparameters and peek.algo not in HYPERPARAMS_SAMPLER:
+        raise ZooError(
+            f"-optimize has no hyperparameter sampler for {peek.algo!r} (rl_zoo3 has: {sorted(HYPERPARAMS_SAMPLER)})"
+        )
+    return ZooOptions(delay_flags=flags, preset=own.preset, pixels=own.pixels)
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.train") -> int:
+    """Run the zoo's train command line; return the exit code (2 for bad input).
+
+    :param argv: the arguments (default: ``sys.argv[1:]``)
+    :param prog: the program name shown in help and errors
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = zoo_parser(prog)
+    options = ZooOptions()
+    try:
+        own, rest = parser.parse_known_args(argv)
+        if "-h" in rest or "--help" in rest:
+            parser.print_help()
+            print("\nrl_zoo3's flags (with our algorithms that import):\n")
+            for name in OUR_ALGOS:
+                with contextlib.suppress(ZooError):
+                    load_algorithm(name)
+        else:
+            options = _check(own, _peek_parser().parse_known_args(rest)[0])
+        with _zoo_rl_zoo3(options, rest, prog):
+            rl_zoo3.train.train()
+    except ZooError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Helpers for the zoo tests: run the command lines in a subprocess with one torch thread."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli_env() -> dict[str, str]:
+    """The environment of a zoo subprocess: the repository importable, one thread per library."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return env
+
+
+def run_module(module: str, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python -m module args...`` in ``cwd``; the completed process (output captured as text)."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def saved_steps(path: Path) -> int:
+    """The step counter stored in a saved model."""
+    with zipfile.ZipFile(path) as archive:
+        return int(json.loads(archive.read("data"))["num_timesteps"])
+
+
+def files_under(folder: Path) -> list[str]:
+    """Every path under ``folder`` (empty when it does not exist)."""
+    return sorted(str(path.relative_to(folder)) for path in folder.rglob("*")) if folder.exists() else []
+
+
+TINY_PPO = ["-params", "n_envs:1", "n_steps:64", "batch_size:64", "n_epochs:1"]
+"""PPO settings small enough for a few hundred steps."""

@@ -1,0 +1,59 @@
+"""Bad input to the train command line: a clear message, exit code 2, nothing written in the log folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from delayzoo.zoo import train
+from tests.zoo.helpers import files_under
+
+BOUNDED = ["-n", "64", "--eval-freq", "-1", "--num-threads", "1"]
+"""Keeps a run short should a check let it through."""
+
+
+CASES = [
+    (["--algo", "qrdq"], "unknown algorithm 'qrdq'; did you mean 'qrdqn'"),
+    (["--env", "CartPol-v1"], "unknown env 'CartPol-v1': not in the Gymnasium registry; did you mean 'CartPole-v1'"),
+    (["-params", "learning_rte:0.1"],
+     "hyperparameter 'learning_rte' is not an argument of PPO; did you mean 'learning_rate'"),
+    (["-params", "seed:3"], "hyperparameter 'seed' is set by the zoo; use --seed instead"),
+    (["--delay", "2", "--delay-process", "random-walk", "--min-delay", "3"], "--min-delay 3 is above --delay 2"),
+    (["--delay", "2", "--delay-p", "0.3"], "--delay-p 0.3 in the delay flags contradicts a constant delay"),
+    (["--delay", "2", "--delay-process", "iid", "--delay-p", "0.3"],
+     "--delay-p 0.3 in the delay flags applies to --delay-process random-walk, not iid"),
+    (["--delay", "2", "--min-delay", "1"], "--min-delay 1 in the delay flags contradicts a constant delay"),
+    (["--delay", "2", "--delay-process", "random-walk", "--delay-p", "0.7"],
+     "--delay-p must be a probability in [0, 0.5], got 0.7"),
+    (["--delay", "-1"], "--delay must be an integer >= 0, got -1"),
+    (["--pending-view"], "--pending-view in the delay flags needs --delay N"),
+    (["--preset", "delayed", "--delay-process", "constant", "--delay-p", "0.1"],
+     "--delay-p 0.1 in the delay flags and the delay entry of 'CartPole-v1@delayed' contradicts a constant delay"),
+    (["--preset", "slow"],
+     "no preset 'slow' for 'CartPole-v1' (key 'CartPole-v1@slow'); presets for this env: ['delayed']"),
+    (["--pixels"], "--pixels applies to dm_control/ ids, not to 'CartPole-v1'"),
+    (["-i", "missing.zip"], "-i 'missing.zip' must be an existing .zip file"),
+    (["-params", "batch_size:1"], "AssertionError: `batch_size` must be greater than 1"),
+]
+
+
+@pytest.mark.parametrize("argv, message", CASES, ids=[" ".join(argv) for argv, _ in CASES])
+def test_bad_input_exits_2_with_a_message_and_writes_nothing(argv, message, tmp_path, capsys):
+    logs = tmp_path / "logs"
+    assert train.main([*argv, "-f", str(logs), *BOUNDED]) == 2
+    assert message in capsys.readouterr().err
+    assert files_under(logs) == []
+
+
+@pytest.mark.parametrize(
+    "argv, recorded",
+    [(["--algo", "dqn", "--env", "CartPole-v1"], "--algo ppo --env CartPole-v1"),
+     (["--algo", "ppo", "--env", "Pendulum-v1"], "--algo ppo --env CartPole-v1")],
+    ids=["other-algo", "other-env"],
+)
+def test_resume_file_of_another_algo_or_env_exits_2_and_writes_nothing(argv, recorded, ppo_run, tmp_path, capsys):
+    model = ppo_run / "logs/ppo/CartPole-v1_1/CartPole-v1.zip"
+    logs = tmp_path / "logs"
+    assert train.main([*argv, "-i", str(model), "-f", str(logs), *BOUNDED]) == 2
+    error = capsys.readouterr().err
+    assert f"comes from a run of {recorded}" in error and f"this run is {' '.join(argv)}" in error
+    assert files_under(logs) == []
