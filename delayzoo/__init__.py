@@ -1,5 +1,6 @@
 """delayzoo: reinforcement learning under stochastic execution delays."""
 
+from delayzoo.agents.delayed_ez import DelayedEZ
 from delayzoo.agents.pwm import PWM
 from delayzoo.version import __version__
 from delayzoo.wrappers import (
@@ -12,6 +13,7 @@ from delayzoo.wrappers import (
 
 __all__ = [
     "ConstantDelay",
+    "DelayedEZ",
     "ExecutionDelay",
     "IIDDelay",
     "PWM",

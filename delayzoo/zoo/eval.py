@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import sys
-import zipfile
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -126,7 +124,7 @@ def evaluate_run(
     algorithm = load_algorithm(run.algo)
     models = run.checkpoints() if checkpoints == "all" else []
     if run.final_model.is_file():
-        final_steps = _saved_steps(run.final_model)
+        final_steps = algorithm.load(str(run.final_model), device="cpu", custom_objects=_LOAD_WITHOUT_UNPICKLING).num_timesteps
         models = [(steps, path) for steps, path in models if steps != final_steps] + [(final_steps, run.final_model)]
     if not models:
         raise ZooError(f"run {run.path} has no saved model (neither {run.final_model.name} nor checkpoints)")
@@ -149,12 +147,6 @@ def evaluate_run(
         for steps, scores in rows:
             writer.writerow([steps, *[f"{score:g}" for score in scores]])
     return output, rows
-
-
-def _saved_steps(path: Path) -> int:
-    """The step counter stored in a saved model (read from its plain JSON data)."""
-    with zipfile.ZipFile(path) as archive:
-        return int(json.loads(archive.read("data"))["num_timesteps"])
 
 
 def _report(run: Run, rows: list[tuple[int, list[float]]]) -> str:

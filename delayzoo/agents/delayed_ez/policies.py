@@ -1,0 +1,254 @@
+"""DelayedEZ policies: the EfficientZero networks plus the delay-aware batched search.
+
+``CnnPolicy`` takes image observations, ``MlpPolicy`` vectors, ``MultiInputPolicy`` the ``Dict``
+of :class:`~delayzoo.wrappers.PendingActionsObservation` (``"observation"``, ``"pending_actions"``,
+``"delay"``), whose ``"observation"`` may be an image or a vector.
+
+Acting: encode the observation, roll the dynamics through ``pending_actions[:delay]`` (each env
+its own delay, batched), and search from that forecast root with a fresh value-prefix LSTM. With
+``forward_model=False`` the search starts at the encoded observation (the delay-oblivious baseline).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import BasePolicy
+from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
+
+from delayzoo.agents.delayed_ez.mcts import MCTS, forecast_latents
+from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, build_network
+
+__all__ = ["ActOutput", "CnnPolicy", "DelayedEZPolicy", "MlpPolicy", "MultiInputPolicy"]
+
+
+class ActOutput(NamedTuple):
+    """A batched decision: actions ``(B,)``, root visits ``(B, A)``, root values ``(B,)``, and the
+    number of steps each search root lies ahead of the observation ``(B,)``."""
+
+    actions: np.ndarray
+    visits: np.ndarray
+    root_values: np.ndarray
+    root_offsets: np.ndarray
+
+
+def _observation_space(space: spaces.Space) -> spaces.Box:
+    if isinstance(space, spaces.Dict):
+        if "observation" not in space.spaces:
+            raise ValueError(
+                f"a Dict observation needs an 'observation' key (as PendingActionsObservation gives), got keys {list(space.spaces)}"
+            )
+        space = space.spaces["observation"]
+    if not isinstance(space, spaces.Box):
+        raise TypeError(f"DelayedEZ needs Box observations (image or vector), got {space}")
+    return space
+
+
+class DelayedEZPolicy(BasePolicy):
+    """EfficientZero networks (online and target) and the search used to act.
+
+    :param observation_space: image ``Box (C, H, W)``, vector ``Box``, or the Dict of ``PendingActionsObservation``
+    :param action_space: ``Discrete``
+    :param lr_schedule: learning-rate schedule (for the optimizer's initial rate)
+    :param net_kwargs: network sizes, fields of ``ConvNetworkConfig`` / ``MlpNetworkConfig`` (defaults: paper sizes)
+    :param num_simulations: simulations per search
+    :param discount: discount used in the search
+    :param lstm_horizon: value-prefix LSTM reset period
+    :param pb_c_base: pUCT c2
+    :param pb_c_init: pUCT c1
+    :param dirichlet_alpha: root noise concentration (training only)
+    :param exploration_fraction: root noise weight (training only)
+    :param forward_model: roll the dynamics through the pending actions before searching
+    :param normalize_images: divide uint8 images by 255
+    :param optimizer_class: the optimizer (EfficientZero: SGD)
+    :param optimizer_kwargs: its keywords (default for SGD: momentum 0.9, weight decay 1e-4)
+    :param seed: seed of the search's random generator (noise, tie-breaks, sampled actions)
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        net_kwargs: dict[str, Any] | None = None,
+        num_simulations: int = 50,
+        discount: float = 0.997**4,
+        lstm_horizon: int = 5,
+        pb_c_base: float = 19652.0,
+        pb_c_init: float = 1.25,
+        dirichlet_alpha: float = 0.3,
+        exploration_fraction: float = 0.25,
+        forward_model: bool = True,
+        normalize_images: bool = True,
+        optimizer_class: type[torch.optim.Optimizer] = torch.optim.SGD,
+        optimizer_kwargs: dict[str, Any] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if optimizer_kwargs is None:
+            optimizer_kwargs = {"momentum": 0.9, "weight_decay": 1e-4} if optimizer_class is torch.optim.SGD else {}
+        super().__init__(
+            observation_space,
+            action_space,
+            normalize_images=normalize_images,
+            optimizer_class=optimizer_class,
+            optimizer_kwargs=optimizer_kwargs,
+        )
+        if not isinstance(action_space, spaces.Discrete):
+            raise ValueError(f"DelayedEZ needs a Discrete action space, got {action_space}")
+        self._check_observation_space(observation_space)
+        inner = _observation_space(observation_space)
+        self.image = len(inner.shape) == 3
+        scale = 1.0 / 255.0 if (self.image and normalize_images and inner.dtype == np.uint8) else 1.0
+        self.net_kwargs = dict(net_kwargs or {})
+        self.num_simulations = num_simulations
+        self.discount = discount
+        self.lstm_horizon = lstm_horizon
+        self.pb_c_base = pb_c_base
+        self.pb_c_init = pb_c_init
+        self.dirichlet_alpha = dirichlet_alpha
+        self.exploration_fraction = exploration_fraction
+        self.forward_model = forward_model
+        self.seed = seed
+        self.num_actions = int(action_space.n)
+        self.network: EfficientZeroNetwork = build_network(
+            tuple(inner.shape), self.num_actions, self.image, scale, **self.net_kwargs
+        )
+        self.target_network: EfficientZeroNetwork = copy.deepcopy(self.network)
+        self.target_network.requires_grad_(False)
+        self.target_network.eval()
+        self.mcts = MCTS(
+            self.num_actions, num_simulations, discount, pb_c_base, pb_c_init, dirichlet_alpha, exploration_fraction,
+            lstm_horizon,
+        )
+        self.search_rng = np.random.default_rng(seed)
+        self.optimizer = self.optimizer_class(
+            self.network.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+    def _check_observation_space(self, observation_space: spaces.Space) -> None:
+        """Subclasses restrict which observation spaces they accept."""
+        _observation_space(observation_space)
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        data.update(
+            net_kwargs=self.net_kwargs,
+            num_simulations=self.num_simulations,
+            discount=self.discount,
+            lstm_horizon=self.lstm_horizon,
+            pb_c_base=self.pb_c_base,
+            pb_c_init=self.pb_c_init,
+            dirichlet_alpha=self.dirichlet_alpha,
+            exploration_fraction=self.exploration_fraction,
+            forward_model=self.forward_model,
+            seed=self.seed,
+        )
+        return data
+
+    def set_training_mode(self, mode: bool) -> None:
+        """Train or eval mode for the online network; the target network always stays in eval mode."""
+        self.network.train(mode)
+        self.target_network.eval()
+        self.training = mode
+
+    def reseed(self, seed: int | None) -> None:
+        """Restart the search's random generator (Dirichlet noise, tie-breaks, sampled actions)."""
+        self.seed = seed
+        self.search_rng = np.random.default_rng(seed)
+
+    def refresh_target(self) -> None:
+        """Copy the online network's weights into the target network."""
+        self.target_network.load_state_dict(self.network.state_dict())
+
+    # ----------------------------------------------------------------- acting
+    def split_observation(self, obs: PyTorchObs) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """``(observation, pending_actions, delay)`` from a batched observation (the last two ``None`` without delay)."""
+        if isinstance(obs, dict):
+            pending = obs.get("pending_actions")
+            delay = obs.get("delay")
+            if pending is not None and delay is not None:
+                return obs["observation"], pending.reshape(pending.shape[0], -1), delay.reshape(-1)
+            return obs["observation"], None, None
+        return obs, None, None
+
+    @torch.no_grad()
+    def act(
+        self,
+        obs: PyTorchObs,
+        deterministic: bool,
+        add_noise: bool = False,
+        temperature: float = 1.0,
+        rng: np.random.Generator | None = None,
+    ) -> ActOutput:
+        """One batched search for a batch of observations (one per env), then pick the actions.
+
+        :param obs: batched observations (tensors on the policy's device)
+        :param deterministic: argmax of the visit counts (ties: lowest action); else sample
+            ``visits^(1/temperature)``
+        :param add_noise: Dirichlet noise at the roots (training)
+        :param temperature: visit-count temperature for sampled actions
+        :param rng: random generator (defaults to the policy's seeded search generator)
+        """
+        rng = self.search_rng if rng is None else rng
+        was_training = self.network.training
+        self.network.eval()
+        try:
+            observation, pending, delay = self.split_observation(obs)
+            root = self.network.initial_inference(observation)
+            latent, logits = root.latent, root.policy_logits
+            offsets = torch.zeros(latent.shape[0], dtype=torch.long)
+            if self.forward_model and pending is not None and delay is not None and int(delay.max()) > 0:
+                latent = forecast_latents(self.network.transition, latent, pending, delay)
+                _, logits = self.network.prediction(latent)
+                offsets = delay.long().cpu()
+            result = self.mcts.search(self.network, latent, logits, rng, add_noise)
+        finally:
+            self.network.train(was_training)
+        visits = result.visits
+        if deterministic:
+            actions = np.argmax(visits, axis=1)
+        else:
+            weights = visits.astype(np.float64) ** (1.0 / temperature)
+            probs = weights / weights.sum(axis=1, keepdims=True)
+            actions = np.array([rng.choice(self.num_actions, p=p) for p in probs])
+        return ActOutput(actions.astype(np.int64), visits, result.root_values, offsets.numpy())
+
+    def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> torch.Tensor:
+        return torch.as_tensor(self.act(observation, deterministic).actions, device=self.device)
+
+    def forward(self, obs: PyTorchObs, deterministic: bool = False) -> torch.Tensor:
+        """Actions for a batch of observations (same as :meth:`_predict`)."""
+        return self._predict(obs, deterministic)
+
+
+class CnnPolicy(DelayedEZPolicy):
+    """DelayedEZ policy for image observations ``(C, H, W)``."""
+
+    def _check_observation_space(self, observation_space: spaces.Space) -> None:
+        if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 3:
+            raise ValueError(f"CnnPolicy needs image observations (a 3-D Box), got {observation_space}")
+
+
+class MlpPolicy(DelayedEZPolicy):
+    """DelayedEZ policy for vector observations."""
+
+    def _check_observation_space(self, observation_space: spaces.Space) -> None:
+        if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) == 3:
+            raise ValueError(
+                f"MlpPolicy needs vector observations, got {observation_space}; use CnnPolicy for images"
+            )
+
+
+class MultiInputPolicy(DelayedEZPolicy):
+    """DelayedEZ policy for the ``Dict`` observation of ``PendingActionsObservation`` (image or vector inside)."""
+
+    def _check_observation_space(self, observation_space: spaces.Space) -> None:
+        if not isinstance(observation_space, spaces.Dict):
+            raise ValueError(
+                f"MultiInputPolicy needs a Dict observation such as PendingActionsObservation's, got {observation_space}"
+            )
+        _observation_space(observation_space)

@@ -1,0 +1,134 @@
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+import delayzoo.ctree
+from delayzoo.agents.delayed_ez.mcts import MCTS
+from delayzoo.agents.delayed_ez.networks import RecurrentOutput
+from delayzoo.ctree import ptree
+
+
+class ChainNet:
+    """One action: the tree is a chain. latent = depth; the LSTM state counts steps since its last reset.
+
+    Records the (parent depth, incoming LSTM state) of every recurrent call.
+    """
+
+    def __init__(self, nan_at_depth: int | None = None) -> None:
+        self.calls: list[tuple[int, int]] = []
+        self.nan_at_depth = nan_at_depth
+
+    def initial_lstm_state(self, batch: int):
+        return torch.zeros(1, batch, 1), torch.zeros(1, batch, 1)
+
+    def to_scalar(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits[..., 0]
+
+    def recurrent_inference(self, latent, lstm_state, action):
+        h, c = lstm_state
+        for depth, count in zip(latent[:, 0].tolist(), h[0, :, 0].tolist()):
+            self.calls.append((int(depth), int(count)))
+        depth = latent + 1
+        value = torch.zeros(latent.shape[0], 1)
+        if self.nan_at_depth is not None and (depth[:, 0] == self.nan_at_depth).any():
+            value[:] = float("nan")
+        policy = torch.zeros(latent.shape[0], 1)
+        return RecurrentOutput(depth, (h + 1, c + 1), torch.zeros(latent.shape[0], 1), value, policy)
+
+
+@pytest.mark.parametrize("horizon", [1, 3, 5])
+def test_value_prefix_lstm_resets_below_depths_multiple_of_horizon(horizon):
+    net = ChainNet()
+    MCTS(1, num_simulations=12, lstm_horizon=horizon).search(
+        net, torch.zeros(2, 1), torch.zeros(2, 1), np.random.default_rng(0), add_noise=False
+    )
+    assert sorted({d for d, _ in net.calls}) == list(range(12))
+    for parent_depth, steps_since_reset in net.calls:
+        assert steps_since_reset == parent_depth % horizon
+
+
+def test_non_finite_model_output_raises():
+    with pytest.raises(ValueError, match="non-finite value .* simulation 3"):
+        MCTS(1, num_simulations=5).search(
+            ChainNet(nan_at_depth=3), torch.zeros(1, 1), torch.zeros(1, 1), np.random.default_rng(0), False
+        )
+    with pytest.raises(ValueError, match="non-finite root policy logits"):
+        MCTS(1, num_simulations=5).search(
+            ChainNet(), torch.zeros(1, 1), torch.full((1, 1), float("inf")), np.random.default_rng(0), False
+        )
+
+
+class PathNet:
+    """Latent = (root id, path code); a child's code appends its action. Records every expansion."""
+
+    num_actions = 3
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, int]] = []
+
+    def initial_lstm_state(self, batch: int):
+        return torch.zeros(1, batch, 1), torch.zeros(1, batch, 1)
+
+    def to_scalar(self, logits: torch.Tensor) -> torch.Tensor:
+        return logits[..., 0]
+
+    def recurrent_inference(self, latent, lstm_state, action):
+        for (root_id, code), a in zip(latent.long().tolist(), action.tolist()):
+            self.calls.append((root_id, code, a))
+        child = latent.clone()
+        child[:, 1] = latent[:, 1] * 4 + action.double() + 1
+        value = torch.sin(child[:, 1:2] * 0.37 + child[:, 0:1])
+        policy = torch.stack([torch.cos(child[:, 1] * k) for k in (0.3, 0.7, 1.1)], dim=1)
+        return RecurrentOutput(child, lstm_state, value * 0.1, value, policy)
+
+
+@pytest.mark.parametrize("tree", [delayzoo.ctree, ptree], ids=["default", "ptree"])
+def test_batched_search_expands_each_root_from_its_own_nodes(tree):
+    net = PathNet()
+    roots = torch.tensor([[0, 0], [1, 0], [2, 0], [3, 0]], dtype=torch.float64)
+    logits = torch.tensor([[1.0, 0.0, -1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 2.0], [0.5, 0.5, 0.0]])
+    out = MCTS(3, num_simulations=20, tree=tree).search(net, roots, logits, np.random.default_rng(0), False)
+    assert out.visits.shape == (4, 3) and (out.visits.sum(1) == 20).all()
+    assert len(net.calls) == 4 * 20
+    expanded = {b: {0} for b in range(4)}
+    for root_id, code, action in net.calls:
+        assert code in expanded[root_id]  # the parent is the root or a node expanded earlier in this tree
+        child = code * 4 + action + 1
+        assert child not in expanded[root_id]  # every simulation expands a new node
+        expanded[root_id].add(child)
+    for b in range(4):  # root visits = visits of the subtrees under each first action
+        first_actions = [0] * 3
+        for code in expanded[b] - {0}:
+            while code > 4:
+                code = (code - 1) // 4
+            first_actions[code - 1] += 1
+        np.testing.assert_array_equal(first_actions, out.visits[b])
+
+
+def test_dirichlet_noise_only_when_asked():
+    prepared = []
+
+    class SpyRoots(ptree.Roots):
+        def prepare(self, value_prefix, policy_logits, noise=None, noise_fraction=0.25, legal_mask=None):
+            prepared.append((noise, noise_fraction))
+            return super().prepare(value_prefix, policy_logits, noise, noise_fraction, legal_mask)
+
+    spy = SimpleNamespace(**{name: getattr(ptree, name) for name in ("MinMaxStatsList", "SearchResults", "batch_traverse", "batch_backpropagate")}, Roots=SpyRoots)
+    mcts = MCTS(3, num_simulations=4, exploration_fraction=0.25, tree=spy)
+    roots = torch.zeros(5, 2, dtype=torch.float64)
+    mcts.search(PathNet(), roots, torch.zeros(5, 3), np.random.default_rng(0), add_noise=False)
+    mcts.search(PathNet(), roots, torch.zeros(5, 3), np.random.default_rng(0), add_noise=True)
+    assert prepared[0][0] is None
+    noise, fraction = prepared[1]
+    assert noise.shape == (5, 3) and fraction == 0.25
+    np.testing.assert_allclose(noise.sum(1), 1.0)
+    assert (noise >= 0).all() and len({tuple(row) for row in noise}) == 5
+
+
+def test_search_arguments_are_checked():
+    with pytest.raises(ValueError, match="num_simulations"):
+        MCTS(2, num_simulations=0)
+    with pytest.raises(ValueError, match="lstm_horizon"):
+        MCTS(2, lstm_horizon=0)

@@ -1,0 +1,87 @@
+import pytest
+import torch
+
+from delayzoo.agents.common.transforms import h_inverse, h_transform, integer_support, two_hot
+from delayzoo.agents.delayed_ez.networks import BatchNorm1d, build_network
+
+
+def test_h_transform_round_trip_over_the_601_bin_range():
+    x = torch.cat([torch.linspace(-5e4, 5e4, 1001), torch.tensor([0.0, 1e-3, -0.5, 3.7])]).double()
+    y = h_transform(x)
+    assert y.abs().max() <= 300.5  # the 601 integer bins cover the value range
+    torch.testing.assert_close(h_inverse(y), x, rtol=1e-7, atol=1e-5)
+
+
+def test_two_hot_targets_decode_to_the_scalar_through_network_to_scalar(tiny_mlp):
+    net = build_network((4,), 2, False, **{**tiny_mlp, "support_size": 300})
+    values = torch.tensor([-1234.5, -3.2, 0.0, 0.4, 17.0, 2500.0], dtype=torch.float64)
+    target = two_hot(h_transform(values), integer_support(300).double())
+    assert target.shape == (6, 601)
+    torch.testing.assert_close(target.sum(-1), torch.ones(6, dtype=torch.float64))
+    assert ((target > 0).sum(-1) <= 2).all()
+    decoded = net.to_scalar(torch.log(target.float().clamp_min(1e-30)))
+    torch.testing.assert_close(decoded.double(), values, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("downsample, expected", [(False, (4, 12, 12)), (True, (4, 1, 1))])
+def test_conv_network_shapes_and_normalised_latents(tiny_conv, downsample, expected):
+    net = build_network((3, 12, 12), 5, True, 1 / 255, **{**tiny_conv, "downsample": downsample})
+    assert net.latent_shape == expected
+    obs = torch.randint(0, 256, (6, 3, 12, 12), dtype=torch.uint8)
+    out = net.initial_inference(obs)
+    assert out.latent.shape == (6, *expected)
+    assert out.value_logits.shape == (6, 21) and out.policy_logits.shape == (6, 5)
+    flat = out.latent.flatten(1)
+    torch.testing.assert_close(flat.min(1).values, torch.zeros(6))
+    constant = (net.representation(obs.float() / 255).flatten(1).std(1) == 0).float()
+    torch.testing.assert_close(flat.max(1).values, 1.0 - constant, atol=1e-4, rtol=0)  # a constant latent maps to 0
+    rec = net.recurrent_inference(out.latent, net.initial_lstm_state(6), torch.arange(6) % 5)
+    assert rec.latent.shape == out.latent.shape
+    assert rec.lstm_state[0].shape == (1, 6, 8)
+    assert rec.value_prefix_logits.shape == (6, 21)
+    assert net.project(rec.latent).shape == (6, 8)
+
+
+def test_paper_sizes_by_default():
+    net = build_network((12, 96, 96), 18, True, 1 / 255)
+    assert net.latent_shape == (64, 6, 6)
+    assert net.lstm.hidden_size == 512 and net.support.numel() == 601
+    assert net.projection[-2].out_features == 1024 and net.projection_head[0].out_features == 512
+
+
+def test_the_action_changes_the_dynamics(tiny_mlp):
+    net = build_network((4,), 3, False, **tiny_mlp).eval()
+    with torch.no_grad():
+        latent = net.represent(torch.randn(1, 4)).expand(3, -1)
+        nxt, _, _ = net.dynamics(latent, torch.arange(3), net.initial_lstm_state(3))
+    assert not torch.allclose(nxt[0], nxt[1]) and not torch.allclose(nxt[1], nxt[2])
+
+
+def test_training_step_at_batch_size_one_does_not_crash(tiny_conv, tiny_mlp):
+    for net, obs in (
+        (build_network((3, 12, 12), 3, True, **tiny_conv), torch.rand(1, 3, 12, 12)),
+        (build_network((4,), 2, False, **tiny_mlp), torch.randn(1, 4)),
+    ):
+        net.train()
+        out = net.initial_inference(obs)
+        rec = net.recurrent_inference(out.latent, net.initial_lstm_state(1), torch.tensor([1]))
+        loss = rec.value_prefix_logits.sum() + rec.value_logits.sum() + net.project(rec.latent).sum()
+        loss.backward()
+        assert all(torch.isfinite(p.grad).all() for p in net.parameters() if p.grad is not None)
+
+
+def test_batchnorm_single_sample_uses_running_statistics():
+    bn = BatchNorm1d(3)
+    bn.running_mean.fill_(1.0)
+    bn.running_var.fill_(4.0)
+    out = bn.train()(torch.tensor([[3.0, 1.0, -1.0]]))
+    torch.testing.assert_close(out, torch.tensor([[1.0, 0.0, -1.0]]), atol=1e-4, rtol=0)
+
+
+def test_bad_network_options_are_refused(tiny_mlp):
+    with pytest.raises(ValueError, match="widht"):
+        build_network((4,), 2, False, widht=3)
+    with pytest.raises(ValueError, match="image observations"):
+        build_network((4,), 2, True)
+    with pytest.raises(ValueError, match="num_actions"):
+        build_network((4,), 0, False, **tiny_mlp)
