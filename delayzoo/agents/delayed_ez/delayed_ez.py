@@ -17,9 +17,7 @@ the first ``lr_warmup_steps`` updates (EfficientZero's Atari choice). Adam can b
 
 from __future__ import annotations
 
-import inspect
 import io
-import json
 import pathlib
 import sys
 import time
@@ -30,13 +28,12 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.save_util import save_to_zip_file
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
-from stable_baselines3.common.utils import FloatSchedule, check_for_correct_spaces, get_device, obs_as_tensor, safe_mean
+from stable_baselines3.common.utils import FloatSchedule, obs_as_tensor, safe_mean
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
-from delayzoo.agents.common.plain_save import load_plain_zip, space_from_json, space_to_json
+from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.common.transforms import h_transform, two_hot
 from delayzoo.agents.delayed_ez.policies import ActOutput, CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
 from delayzoo.agents.delayed_ez.replay import GameWriter, PrioritizedGameBuffer, ReplayBatch
@@ -45,10 +42,6 @@ from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation
 __all__ = ["DelayedEZ"]
 
 SelfDelayedEZ = TypeVar("SelfDelayedEZ", bound="DelayedEZ")
-
-SAVE_FORMAT = "delayzoo.DelayedEZ/1"
-_NOT_SAVED = ("self", "policy", "env", "device", "policy_kwargs", "_init_setup_model")
-_SAVED_COUNTERS = ("num_timesteps", "_n_updates", "_episode_num", "n_envs")
 
 REANALYSIS_CHUNK = 512
 """Roots per reanalysis search (bounds the memory of the stored latents: chunk x simulations)."""
@@ -72,29 +65,12 @@ def random_intensity(images: torch.Tensor, scale: float = 0.05, generator: torch
     return images * (1.0 + scale * noise).view(-1, *([1] * (images.dim() - 1)))
 
 
-def _optimizer_name(optimizer_class: type[torch.optim.Optimizer]) -> str:
-    """The name of an optimizer of :mod:`torch.optim` (the only ones a model file can name)."""
-    if getattr(torch.optim, optimizer_class.__name__, None) is not optimizer_class:
-        raise ValueError(
-            f"only optimizers of torch.optim can be saved, got {optimizer_class!r}; "
-            "pass it with custom_objects={'policy_kwargs': ...} when loading"
-        )
-    return optimizer_class.__name__
-
-
-def _optimizer_from_name(name: str) -> type[torch.optim.Optimizer]:
-    optimizer_class = getattr(torch.optim, name, None)
-    if not (isinstance(optimizer_class, type) and issubclass(optimizer_class, torch.optim.Optimizer)):
-        raise ValueError(f"{name!r} is not an optimizer of torch.optim")
-    return optimizer_class
-
-
 def _categorical_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of ``logits`` against target probabilities (last dimension)."""
     return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
 
 
-class DelayedEZ(BaseAlgorithm):
+class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     """EfficientZero with a forward model over the pending actions (Delayed-EZ, ICLR 2024).
 
     >>> import gymnasium as gym
@@ -310,92 +286,6 @@ class DelayedEZ(BaseAlgorithm):
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return ["policy", "policy.optimizer"], []
-
-    # ----------------------------------------------------------------- model I/O
-    def save(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:
-        """Save the model as SB3's zip layout holding only plain data (JSON) and state dicts.
-
-        Saved: the constructor keywords (a learning-rate schedule as its current value), the policy
-        alias, ``policy_kwargs`` (the optimizer by its name in :mod:`torch.optim`), the spaces, the
-        step and update counters, the weights and the optimizer state. Not saved: the env, the
-        replay buffer (:meth:`save_replay_buffer`).
-
-        :param path: file path (``.zip`` added when missing) or writable binary file
-        """
-        aliases = [name for name, value in self.policy_aliases.items() if value is self.policy_class]
-        init = {}
-        for name in inspect.signature(type(self).__init__).parameters:
-            if name not in _NOT_SAVED:
-                init[name] = getattr(self, name) if hasattr(self, name) else getattr(self, "_" + name)
-        if callable(init["learning_rate"]):
-            init["learning_rate"] = float(self.lr_schedule(self._current_progress_remaining))
-        policy_kwargs = dict(self.policy_kwargs)
-        if "optimizer_class" in policy_kwargs:
-            policy_kwargs["optimizer_class"] = _optimizer_name(policy_kwargs["optimizer_class"])
-        data = {
-            "format": SAVE_FORMAT,
-            "policy": aliases[0] if aliases else f"{self.policy_class.__module__}.{self.policy_class.__qualname__}",
-            "init": init,
-            "policy_kwargs": policy_kwargs,
-            "observation_space": space_to_json(self.observation_space),
-            "action_space": space_to_json(self.action_space),
-            "counters": {name: int(getattr(self, name)) for name in _SAVED_COUNTERS},
-        }
-        for key, value in {**init, **policy_kwargs}.items():
-            try:
-                json.dumps(value)
-            except TypeError as error:
-                raise ValueError(f"cannot save {key}={value!r} as plain data") from error
-        save_to_zip_file(path, data=data, params=self.get_parameters())
-
-    @classmethod
-    def load(  # type: ignore[override]
-        cls: type[SelfDelayedEZ],
-        path: str | pathlib.Path | io.BufferedIOBase,
-        env: GymEnv | None = None,
-        device: torch.device | str = "auto",
-        custom_objects: dict[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> SelfDelayedEZ:
-        """Load a model saved by :meth:`save`, without unpickling anything.
-
-        :param path: file path or readable binary file
-        :param env: env to continue training on (its spaces must match the saved ones)
-        :param device: "auto", "cpu" or "cuda"
-        :param custom_objects: replacements: ``policy_class`` (needed for a policy that is not one of
-            the aliases), ``policy_kwargs`` (e.g. a custom optimizer)
-        :param kwargs: attributes to change on the loaded model (e.g. ``seed``, ``learning_starts``)
-        """
-        device = get_device(device)
-        data, params, _ = load_plain_zip(path, device)
-        if data.get("format") != SAVE_FORMAT:
-            raise ValueError(f"{path} was not saved by DelayedEZ.save (format {data.get('format')!r})")
-        custom_objects = custom_objects or {}
-        policy = custom_objects.get("policy_class", data["policy"])
-        if isinstance(policy, str) and policy not in cls.policy_aliases:
-            raise ValueError(
-                f"the model was saved with the custom policy class {policy}; "
-                "pass it with custom_objects={'policy_class': ThatClass}"
-            )
-        policy_kwargs = dict(custom_objects.get("policy_kwargs", data["policy_kwargs"]))
-        if isinstance(policy_kwargs.get("optimizer_class"), str):
-            policy_kwargs["optimizer_class"] = _optimizer_from_name(policy_kwargs["optimizer_class"])
-        observation_space = space_from_json(data["observation_space"])
-        action_space = space_from_json(data["action_space"])
-        init = data["init"]
-        if env is not None:
-            env = cls._wrap_env(env, init["verbose"])
-            check_for_correct_spaces(env, observation_space, action_space)
-        model = cls(policy, env, device=device, policy_kwargs=policy_kwargs, _init_setup_model=False, **init)
-        if env is None:
-            model.observation_space, model.action_space = observation_space, action_space
-        for name, value in data["counters"].items():
-            if name != "n_envs" or env is None:
-                setattr(model, name, value)
-        model.__dict__.update(kwargs)
-        model._setup_model()
-        model.set_parameters(params, exact_match=True, device=device)
-        return model
 
     # ----------------------------------------------------------------- replay buffer I/O
     def save_replay_buffer(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:

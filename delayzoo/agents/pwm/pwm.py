@@ -13,37 +13,17 @@ from gymnasium import spaces
 from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.save_util import save_to_zip_file
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
-from stable_baselines3.common.utils import check_for_correct_spaces
 
-from delayzoo.agents.common.plain_save import load_plain_zip, space_from_json, space_to_json
+from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
 from delayzoo.agents.pwm.policies import PWMPolicy
 from delayzoo.agents.pwm.world_model import ObservationLayout
 
 SelfPWM = TypeVar("SelfPWM", bound="PWM")
 
-_CONSTRUCTOR_KEYS = (
-    "learning_rate",
-    "buffer_size",
-    "learning_starts",
-    "batch_size",
-    "sequence_length",
-    "imagination_horizon",
-    "train_freq",
-    "gradient_steps",
-    "gamma",
-    "policy_kwargs",
-    "stats_window_size",
-    "tensorboard_log",
-    "verbose",
-    "seed",
-)
-_COUNTER_KEYS = ("num_timesteps", "_n_updates", "_episode_num")
 
-
-class PWM(OffPolicyAlgorithm):
+class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     """Parallel World Model agent: a categorical-latent world model whose sequence model is a gated
     linear recurrence trained over whole windows by a parallel scan, and an actor-critic trained in
     imagination with lambda-returns computed by the same scan run backwards.
@@ -308,65 +288,14 @@ class PWM(OffPolicyAlgorithm):
         self.replay_buffer.device = self.device
         self.replay_buffer.mark_episode_starts()
 
-    def save(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:  # type: ignore[override]
-        """Save to an SB3 zip archive whose non-tensor part is plain JSON (see :meth:`load`).
-
-        A ``learning_rate`` schedule is saved as its current value.
-        """
-        data: dict[str, Any] = {key: getattr(self, key) for key in (*_CONSTRUCTOR_KEYS, *_COUNTER_KEYS)}
-        if callable(data["learning_rate"]):
-            data["learning_rate"] = float(self.lr_schedule(self._current_progress_remaining))
-        data["train_freq"] = [int(self.train_freq.frequency), self.train_freq.unit.value]
-        data.update(
-            policy_class=self.policy_class.__name__,
-            n_envs=self.n_envs,
-            observation_space=space_to_json(self.observation_space),
-            action_space=space_to_json(self.action_space),
-        )
-        save_to_zip_file(path, data=data, params=self.get_parameters())
+    def _init_to_json(self, init: dict[str, Any]) -> dict[str, Any]:
+        """Store ``train_freq`` (a ``TrainFreq`` once set up) as ``[frequency, unit]``."""
+        return {**init, "train_freq": [int(self.train_freq.frequency), self.train_freq.unit.value]}
 
     @classmethod
-    def load(  # type: ignore[override]
-        cls: type[SelfPWM],
-        path: str | pathlib.Path | io.BufferedIOBase,
-        env: GymEnv | None = None,
-        device: torch.device | str = "auto",
-        custom_objects: dict[str, Any] | None = None,
-        print_system_info: bool = False,
-        force_reset: bool = True,
-        **kwargs: Any,
-    ) -> SelfPWM:
-        """Load a model saved by :meth:`save`; nothing in the file is unpickled or executed.
-
-        :param path: the saved model.
-        :param env: env to continue training in; its spaces must equal the saved ones.
-        :param device: device of the networks.
-        :param custom_objects: saved values to replace (SB3's meaning); as nothing is unpickled, only
-            the saved keys (e.g. ``learning_rate``) are used and others (``lr_schedule``) are ignored.
-        :param print_system_info: print the system info stored in the file.
-        :param force_reset: accepted for SB3 compatibility; the env is always reset before learning.
-        :param kwargs: attributes to override after loading (e.g. ``learning_starts``).
-        """
-        data, params, _ = load_plain_zip(path, device=device, print_system_info=print_system_info)
-        data.update({key: value for key, value in (custom_objects or {}).items() if key in data})
-        if data.get("policy_class") != PWMPolicy.__name__:
-            raise ValueError(f"{path} holds a {data.get('policy_class')!r} policy, not a PWM model")
-        observation_space = space_from_json(data["observation_space"])
-        action_space = space_from_json(data["action_space"])
-        constructor = {key: data[key] for key in _CONSTRUCTOR_KEYS}
-        constructor["train_freq"] = tuple(constructor["train_freq"])
-        if env is not None:
-            env = cls._wrap_env(env, data["verbose"])
-            check_for_correct_spaces(env, observation_space, action_space)
-        model = cls(PWMPolicy, env, device=device, _init_setup_model=False, **constructor)
-        if env is None:
-            model.observation_space, model.action_space, model.n_envs = observation_space, action_space, data["n_envs"]
-        for key in _COUNTER_KEYS:
-            setattr(model, key, data[key])
-        model.__dict__.update(kwargs)
-        model._setup_model()
-        model.set_parameters(params, exact_match=True, device=device)
-        return model
+    def _init_from_json(cls, init: dict[str, Any]) -> dict[str, Any]:
+        """Read ``train_freq`` back as the ``(frequency, unit)`` tuple the constructor takes."""
+        return {**init, "train_freq": tuple(init["train_freq"])}
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return [
