@@ -221,7 +221,13 @@ class DelayExperimentManager(ExperimentManager):
             return
         try:
             with zipfile.ZipFile(path) as archive:
-                module = json.loads(archive.read("data"))["policy_class"]["__module__"]
+                data = json.loads(archive.read("data"))
+            if "format" in data:  # our agents' plain files: "delayzoo.<Class>/<version>"
+                saved_by = str(data["format"]).split("/")[0].removeprefix("delayzoo.")
+                if saved_by != ALGOS[self.algo].__name__:
+                    raise ZooError(f"-i {self.trained_agent} was saved by {saved_by}; this run is --algo {self.algo}")
+                return
+            module = data["policy_class"]["__module__"]
         except (zipfile.BadZipFile, KeyError, TypeError, json.JSONDecodeError) as error:
             raise ZooError(f"-i {self.trained_agent} is not a model saved by Stable-Baselines3 ({error})") from error
         ours = _policy_modules(ALGOS[self.algo])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gymnasium as gym
 import pytest
 
+from delayzoo import PWM
 from delayzoo.zoo import train
 from tests.zoo.helpers import files_under
 
@@ -56,4 +58,20 @@ def test_resume_file_of_another_algo_or_env_exits_2_and_writes_nothing(argv, rec
     assert train.main([*argv, "-i", str(model), "-f", str(logs), *BOUNDED]) == 2
     error = capsys.readouterr().err
     assert f"comes from a run of {recorded}" in error and f"this run is {' '.join(argv)}" in error
+    assert files_under(logs) == []
+
+
+def test_resume_file_of_our_agent_without_its_run_folder_names_the_agent(tmp_path, capsys):
+    model = PWM(
+        "MlpPolicy", gym.make("CartPole-v1"), learning_starts=8, sequence_length=8, batch_size=2,
+        policy_kwargs=dict(world_model_kwargs=dict(stoch=4, classes=4, mlp_units=16, mlp_layers=1, seq_width=16,
+                                                   seq_cells=1, seq_heads=2, reward_bins=21),
+                           actor_critic_kwargs=dict(units=16, layers=1, value_bins=21)),
+        device="cpu",
+    )
+    model.save(tmp_path / "alone.zip")
+    logs = tmp_path / "logs"
+    argv = ["--algo", "delayed_ez", "--env", "CartPole-v1", "-i", str(tmp_path / "alone.zip")]
+    assert train.main([*argv, "-f", str(logs), *BOUNDED]) == 2
+    assert "was saved by PWM; this run is --algo delayed_ez" in capsys.readouterr().err
     assert files_under(logs) == []

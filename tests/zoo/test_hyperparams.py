@@ -64,7 +64,8 @@ def test_every_yaml_entry_builds_its_model(path, key, tmp_path):
         if manager.delay.pending_view:
             assert isinstance(model.observation_space, spaces.Dict)
         if manager.zoo.pixels or manager.kind == "atari":
-            assert model.observation_space.dtype == np.uint8 and model.observation_space.shape[1:] == (64, 64)
+            side = 96 if manager.env_kwargs.get("protocol") == "efficientzero" else 64
+            assert model.observation_space.dtype == np.uint8 and model.observation_space.shape[1:] == (side, side)
     finally:
         model.env.close()
 

@@ -9,7 +9,7 @@ from gymnasium import spaces
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 
 HYPERPARAMS = pathlib.Path(__file__).resolve().parents[3] / "hyperparams" / "delayed_ez.yml"
-ZOO_ONLY = {"n_timesteps", "n_envs", "frame_stack", "policy", "env_wrapper", "normalize"}
+ZOO_ONLY = {"n_timesteps", "n_envs", "frame_stack", "policy", "env_wrapper", "env_kwargs", "normalize"}
 
 
 class StackedFrames(gym.Env):
