@@ -9,6 +9,10 @@ from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 import numpy as np
 
+cimport numpy as cnp
+
+cnp.import_array()
+
 cdef extern from "tree.hpp" namespace "delayzoo::ctree" nogil:
     cdef cppclass CRoots "delayzoo::ctree::Roots":
         CRoots(int num_roots, int num_actions, int max_nodes, uint64_t seed) except +
@@ -45,27 +49,62 @@ cdef extern from "tree.hpp" namespace "delayzoo::ctree" nogil:
         CSearchResults& results, const uint8_t* is_reset) except +
 
 
-cdef object _vector(object x, Py_ssize_t n, str name):
+cdef bint _ready(object x, int typenum, int ndim, Py_ssize_t rows, Py_ssize_t cols):
+    """Whether x can be handed to C as it is: an aligned native C-contiguous array of the shape.
+
+    The common case, checked without the numpy calls and temporaries of the general path.
+    """
+    if not cnp.PyArray_Check(x):
+        return False
+    cdef cnp.ndarray arr = <cnp.ndarray>x
+    if (cnp.PyArray_TYPE(arr) != typenum or cnp.PyArray_NDIM(arr) != ndim
+            or not cnp.PyArray_ISCARRAY_RO(arr) or not cnp.PyArray_ISNOTSWAPPED(arr)):
+        return False
+    if cnp.PyArray_DIM(arr, 0) != rows:
+        return False
+    return ndim == 1 or cnp.PyArray_DIM(arr, 1) == cols
+
+
+cdef cnp.ndarray _vector(object x, Py_ssize_t n, str name):
+    if _ready(x, cnp.NPY_DOUBLE, 1, n, 0):
+        return <cnp.ndarray>x
     arr = np.ascontiguousarray(x, dtype=np.float64)
     if arr.ndim != 1 or arr.shape[0] != n:
         raise ValueError(f"{name} must have shape ({n},), got {arr.shape}")
     return arr
 
 
-cdef object _matrix(object x, Py_ssize_t rows, Py_ssize_t cols, str name):
+cdef cnp.ndarray _matrix(object x, Py_ssize_t rows, Py_ssize_t cols, str name):
+    if _ready(x, cnp.NPY_DOUBLE, 2, rows, cols):
+        return <cnp.ndarray>x
     arr = np.ascontiguousarray(x, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[0] != rows or arr.shape[1] != cols:
         raise ValueError(f"{name} must have shape ({rows}, {cols}), got {arr.shape}")
     return arr
 
 
-cdef object _flags(object x, tuple shape, str name):
+cdef cnp.ndarray _flags(object x, tuple shape, str name):
+    if _ready(x, cnp.NPY_BOOL, len(shape), shape[0], shape[1] if len(shape) > 1 else 0):
+        return <cnp.ndarray>x  # numpy bools are bytes 0 / 1
     arr = np.asarray(x)
     if arr.shape != shape:
         raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
     if arr.dtype != np.bool_:
         arr = arr != 0
     return np.ascontiguousarray(arr).view(np.uint8)
+
+
+cdef inline const double* _doubles(cnp.ndarray arr):
+    return <const double*>cnp.PyArray_DATA(arr)
+
+
+cdef inline const uint8_t* _bytes(cnp.ndarray arr):
+    return <const uint8_t*>cnp.PyArray_DATA(arr)
+
+
+cdef cnp.ndarray _empty(Py_ssize_t n, int typenum):
+    cdef cnp.npy_intp dim = n
+    return cnp.PyArray_EMPTY(1, &dim, typenum, 0)
 
 
 cdef int _count(object x, str name, int minimum) except -1:
@@ -127,21 +166,22 @@ cdef class Roots:
         :param legal_mask: (B, A) bool legal actions of the roots, or None for all legal
         """
         cdef int B = self.c.num_roots(), A = self.c.num_actions()
-        cdef double[::1] vp = _vector(value_prefix, B, "value_prefix")
-        cdef double[:, ::1] logits = _matrix(policy_logits, B, A, "policy_logits")
-        cdef double[:, ::1] eta
-        cdef uint8_t[:, ::1] legal
+        cdef cnp.ndarray vp = _vector(value_prefix, B, "value_prefix")
+        cdef cnp.ndarray logits = _matrix(policy_logits, B, A, "policy_logits")
+        cdef cnp.ndarray eta, legal
         cdef const double* eta_ptr = NULL
         cdef const uint8_t* legal_ptr = NULL
         cdef double f = float(noise_fraction)
         if noise is not None:
             eta = _matrix(noise, B, A, "noise")
-            eta_ptr = &eta[0, 0]
+            eta_ptr = _doubles(eta)
         if legal_mask is not None:
             legal = _flags(legal_mask, (B, A), "legal_mask")
-            legal_ptr = &legal[0, 0]
+            legal_ptr = _bytes(legal)
+        cdef const double* vp_ptr = _doubles(vp)
+        cdef const double* logits_ptr = _doubles(logits)
         with nogil:
-            self.c.prepare(&vp[0], &logits[0, 0], eta_ptr, f, legal_ptr)
+            self.c.prepare(vp_ptr, logits_ptr, eta_ptr, f, legal_ptr)
 
     def distributions(self) -> np.ndarray:
         """Visit counts of the root children, int64 (B, A)."""
@@ -224,13 +264,13 @@ cdef class SearchResults:
 
     def search_lengths(self) -> np.ndarray:
         """Depth of each new leaf (edges from its root) in the last traversal, int64 (B,)."""
-        out = np.zeros(self.c.num_roots_, dtype=np.int64)
-        cdef int64_t[::1] view = out
+        cdef cnp.ndarray out = _empty(self.c.num_roots_, cnp.NPY_INT64)
+        cdef int64_t* view = <int64_t*>cnp.PyArray_DATA(out)
         cdef int* lens = self.c.path_len_data()
+        cdef bint traversed = self.roots is not None
         cdef int b
-        if self.roots is not None:
-            for b in range(self.c.num_roots_):
-                view[b] = lens[b]
+        for b in range(self.c.num_roots_):
+            view[b] = lens[b] if traversed else 0
         return out
 
 
@@ -248,13 +288,17 @@ def batch_traverse(Roots roots not None, double c_init, double c_base, double di
         the parent's latent, the root index, and the action to apply to the parent's latent
     """
     cdef int B = roots.c.num_roots()
-    out = np.empty((3, B), dtype=np.int64)
-    cdef int64_t[:, ::1] view = out
+    cdef cnp.ndarray parent = _empty(B, cnp.NPY_INT64)
+    cdef cnp.ndarray batch = _empty(B, cnp.NPY_INT64)
+    cdef cnp.ndarray action = _empty(B, cnp.NPY_INT64)
+    cdef int64_t* parent_ptr = <int64_t*>cnp.PyArray_DATA(parent)
+    cdef int64_t* batch_ptr = <int64_t*>cnp.PyArray_DATA(batch)
+    cdef int64_t* action_ptr = <int64_t*>cnp.PyArray_DATA(action)
     with nogil:
         c_batch_traverse(roots.c[0], c_init, c_base, discount, minmax.c[0], results.c[0],
-                         &view[0, 0], &view[1, 0], &view[2, 0])
+                         parent_ptr, batch_ptr, action_ptr)
     results.roots = roots
-    return out[0], out[1], out[2]
+    return parent, batch, action
 
 
 def batch_backpropagate(new_index, double discount, value_prefix, value, policy_logits,
@@ -274,20 +318,25 @@ def batch_backpropagate(new_index, double discount, value_prefix, value, policy_
     cdef Roots roots = results.roots
     if roots is None:
         raise ValueError("results hold no batch_traverse; call batch_traverse first")
-    if isinstance(new_index, (bool, np.bool_)) or not isinstance(new_index, (int, np.integer)):
+    # an exact int (not a bool) skips the slower isinstance checks
+    if type(new_index) is not int and (
+            isinstance(new_index, (bool, np.bool_)) or not isinstance(new_index, (int, np.integer))):
         raise TypeError(f"new_index must be an int, got {new_index!r}")
     if new_index < 1 or new_index >= 2**62:
         raise ValueError(f"new_index must be >= 1 (index 0 holds the root latents), got {new_index}")
     cdef int B = roots.c.num_roots(), A = roots.c.num_actions()
-    cdef double[::1] vp = _vector(value_prefix, B, "value_prefix")
-    cdef double[::1] v = _vector(value, B, "value")
-    cdef double[:, ::1] logits = _matrix(policy_logits, B, A, "policy_logits")
-    cdef uint8_t[::1] reset
+    cdef cnp.ndarray vp = _vector(value_prefix, B, "value_prefix")
+    cdef cnp.ndarray v = _vector(value, B, "value")
+    cdef cnp.ndarray logits = _matrix(policy_logits, B, A, "policy_logits")
+    cdef cnp.ndarray reset
     cdef const uint8_t* reset_ptr = NULL
     cdef int64_t index = new_index
     if is_reset is not None:
         reset = _flags(is_reset, (B,), "is_reset")
-        reset_ptr = &reset[0]
+        reset_ptr = _bytes(reset)
+    cdef const double* vp_ptr = _doubles(vp)
+    cdef const double* v_ptr = _doubles(v)
+    cdef const double* logits_ptr = _doubles(logits)
     with nogil:
-        c_batch_backpropagate(roots.c[0], index, discount, &vp[0], &v[0], &logits[0, 0],
+        c_batch_backpropagate(roots.c[0], index, discount, vp_ptr, v_ptr, logits_ptr,
                               minmax.c[0], results.c[0], reset_ptr)

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -26,6 +27,17 @@ std::string describe(double x) {
 // Throws std::invalid_argument naming the first non-finite entry of a (rows, cols) array.
 void check_finite(const double* x, int rows, int cols, const char* name) {
   const int64_t n = static_cast<int64_t>(rows) * cols;
+  // A double is inf or nan iff its exponent bits are all ones; adding one to the exponent then
+  // carries into the sign bit. This branch-free pass vectorises; the slow search below only
+  // runs to word the error.
+  constexpr uint64_t kExponent = 0x7FF0000000000000ULL;
+  uint64_t carry = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t bits;
+    std::memcpy(&bits, x + i, sizeof bits);
+    carry |= (bits & kExponent) + (1ULL << 52);
+  }
+  if ((carry >> 63) == 0) return;
   for (int64_t i = 0; i < n; ++i) {
     if (!std::isfinite(x[i])) {
       std::ostringstream msg;
@@ -68,7 +80,9 @@ Roots::Roots(int num_roots, int num_actions, int max_nodes, uint64_t seed)
       uid_(next_uid.fetch_add(1)),
       generation_(0),
       prepared_(false),
-      rng_(seed) {
+      rng_(seed),
+      factors_c_init_(std::numeric_limits<double>::quiet_NaN()),
+      factors_c_base_(std::numeric_limits<double>::quiet_NaN()) {
   if (num_roots < 1) {
     throw std::invalid_argument("num_roots must be >= 1, got " + std::to_string(num_roots));
   }
@@ -87,6 +101,19 @@ Roots::Roots(int num_roots, int num_actions, int max_nodes, uint64_t seed)
   legal_.assign(static_cast<size_t>(num_roots) * num_actions, 1);
   scores_.assign(num_actions, 0.0);
   candidates_.assign(num_actions, 0);
+}
+
+const double* Roots::puct_factors(double c_init, double c_base) {
+  if (!(c_init == factors_c_init_ && c_base == factors_c_base_)) {
+    factors_.resize(max_nodes_);
+    for (int n = 0; n < max_nodes_; ++n) {
+      const double n_parent = n;
+      factors_[n] = (c_init + std::log((n_parent + c_base + 1.0) / c_base)) * std::sqrt(n_parent);
+    }
+    factors_c_init_ = c_init;
+    factors_c_base_ = c_base;
+  }
+  return factors_.data();
 }
 
 void Roots::expand(int64_t node, const double* logits) {
@@ -268,6 +295,7 @@ void batch_traverse(Roots& roots, double c_init, double c_base, double discount,
     results.path_node_.assign(static_cast<size_t>(B) * M, 0);
     results.path_action_.assign(static_cast<size_t>(B) * M, 0);
   }
+  const double* factors = roots.puct_factors(c_init, c_base);
   double* scores = roots.scores_.data();
   int* candidates = roots.candidates_.data();
   for (int b = 0; b < B; ++b) {
@@ -296,14 +324,15 @@ void batch_traverse(Roots& roots, double c_init, double c_base, double discount,
       const double mean_q = (len == 0 && visited > 0) ? total / visited
                                                       : (parent_q + total) / (visited + 1);
       parent_q = mean_q;
-      const double n_parent = visits - 1;
-      const double factor =
-          (c_init + std::log((n_parent + c_base + 1.0) / c_base)) * std::sqrt(n_parent);
+      const double factor = factors[visits - 1];  // visits >= 1: the node was backed up through
       const double unvisited = clamp01(normalize(mean_q));
       double best = -kInf;
       int best_action = 0;
       for (int a = 0; a < A; ++a) {
-        if (legal != nullptr && !legal[a]) continue;
+        if (legal != nullptr && !legal[a]) {
+          scores[a] = -kInf;  // below every legal (finite) score, so never best nor a tie
+          continue;
+        }
         const Edge& e = edges[a];
         if (e.visits > 0) {
           scores[a] = e.prior * factor / (e.visits + 1.0) + clamp01(normalize(scores[a]));
@@ -318,14 +347,12 @@ void batch_traverse(Roots& roots, double c_init, double c_base, double discount,
       // Ties: every legal action within kTieEpsilon of the best, drawn uniformly.
       const double threshold = best - kTieEpsilon;
       int count = 0;
-      for (int a = 0; a < A; ++a) {
-        count += ((legal == nullptr || legal[a]) && scores[a] >= threshold) ? 1 : 0;
-      }
+      for (int a = 0; a < A; ++a) count += scores[a] >= threshold;
       int action = best_action;
       if (count > 1) {
         int k = 0;
         for (int a = 0; a < A; ++a) {
-          if ((legal == nullptr || legal[a]) && scores[a] >= threshold) candidates[k++] = a;
+          if (scores[a] >= threshold) candidates[k++] = a;
         }
         action = candidates[roots.rng_.next() % static_cast<uint64_t>(count)];
       }

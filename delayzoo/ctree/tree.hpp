@@ -72,6 +72,12 @@ class Roots {
   std::vector<double> scores_;
   std::vector<int> candidates_;
   SplitMix64 rng_;
+  // pUCT exploration factor of every parent visit count n < max_nodes, for the (c_init, c_base)
+  // of the last traversal: one log and sqrt per search instead of one per node descended.
+  std::vector<double> factors_;
+  double factors_c_init_, factors_c_base_;
+
+  const double* puct_factors(double c_init, double c_base);
 
   // Writes the edges of a new node with its logits; the softmax is taken when the node is
   // first descended through (most leaves never are), by softmax_priors.
