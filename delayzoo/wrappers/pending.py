@@ -39,7 +39,8 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
 
     - ``"observation"``: the env's observation, unchanged (observations are never delayed);
     - ``"pending_actions"``: the actions that will be executed before the next decision takes effect,
-      padded to ``max_delay`` entries with 0 beyond the current delay. Discrete actions are stored
+      padded to ``max_delay`` entries with 0 beyond the current delay (at ``max_delay=0`` one entry,
+      always 0: SB3's policies cannot take empty vectors, so the space keeps a constant slot). Discrete actions are stored
       as their index in the space (``action - start``) in a ``MultiDiscrete``; ``MultiDiscrete``
       and ``Box`` actions are flattened, oldest first, into one 1-D ``MultiDiscrete`` or ``Box``
       (SB3 policies take 1-D vectors);
@@ -50,6 +51,8 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
     >>> obs, info = env.reset(seed=0)
     >>> sorted(obs), obs["pending_actions"].shape
     (['delay', 'observation', 'pending_actions'], (3,))
+    >>> PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), delay=0)).observation_space["pending_actions"]
+    MultiDiscrete([2])
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -64,7 +67,7 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
         self.delay_wrapper = delay_wrapper
         self.max_delay = delay_wrapper.max_delay
         action_space = delay_wrapper.action_space
-        m = self.max_delay
+        m = max(self.max_delay, 1)  # one constant slot at max_delay 0 keeps the space non-empty
         if isinstance(action_space, spaces.Discrete):
             pending_space: spaces.Space = spaces.MultiDiscrete(np.full(m, action_space.n, dtype=np.int64))
             start = np.full(m, action_space.start, dtype=np.int64)
@@ -82,7 +85,7 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
             {
                 "observation": env.observation_space,
                 "pending_actions": pending_space,
-                "delay": spaces.Discrete(m + 1),
+                "delay": spaces.Discrete(self.max_delay + 1),
             }
         )
 

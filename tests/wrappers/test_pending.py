@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env as gym_check_env
-from stable_baselines3 import PPO
+from stable_baselines3 import DQN, PPO, SAC
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
@@ -101,3 +101,19 @@ def test_ppo_with_the_pending_view_beats_ppo_without_it_under_delay():
     without_view = _train_and_evaluate(False, 40_000, seed=0)
     print(f"PPO on CartPole-v1, RandomWalkDelay(5): with pending view {with_view:.1f}, without {without_view:.1f}")
     assert with_view > without_view + 100
+
+
+@pytest.mark.parametrize("env_id, algorithm", [("CartPole-v1", PPO), ("Pendulum-v1", SAC), ("CartPole-v1", DQN)])
+def test_at_max_delay_0_the_queue_view_is_one_constant_slot_and_sb3_trains_on_it(env_id, algorithm):
+    env = PendingActionsObservation(ExecutionDelay(gym.make(env_id), 0))
+    space = env.observation_space
+    assert space["pending_actions"].shape == (int(np.prod(env.action_space.shape)) or 1,)
+    assert space["delay"] == spaces.Discrete(1)
+    obs, _ = env.reset(seed=0)
+    for _ in range(3):
+        assert space.contains(obs) and not obs["pending_actions"].any() and obs["delay"] == 0
+        obs, *_ = env.step(env.action_space.sample())
+    kwargs = {"n_steps": 32, "batch_size": 32, "n_epochs": 1} if algorithm is PPO else {"learning_starts": 16}
+    model = algorithm("MultiInputPolicy", env, seed=0, device="cpu", **kwargs).learn(64)
+    action, _ = model.predict(env.reset(seed=1)[0], deterministic=True)
+    assert env.action_space.contains(action if isinstance(action, np.ndarray) and action.ndim else int(action))
