@@ -3,8 +3,8 @@
 :class:`DelayExperimentManager` keeps rl_zoo3's flow (``setup_experiment`` -> ``learn`` ->
 ``save_trained_model``) and changes what the zoo needs:
 
-- hyperparameters come from our ``hyperparams/`` folder, with presets and DeepMind Control fallbacks
-  (:mod:`delayzoo.zoo.hyperparams`); an entry's ``delay:`` mapping sets the delay, which the command-line
+- hyperparameters come from our ``delayzoo/hyperparams/`` files, with presets and DeepMind Control
+  fallbacks, then from rl_zoo3's files for what ours do not cover (:mod:`delayzoo.zoo.hyperparams`); an entry's ``delay:`` mapping sets the delay, which the command-line
   delay flags override; the effective delay is written to ``args.yml`` and ``config.yml``;
 - envs are built by :func:`delayzoo.zoo.envs.make_zoo_env` (statistics at the base, delay on top);
 - every check runs before the log folder is created: hyperparameters the algorithm's constructor does
@@ -37,7 +37,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecTranspose
 
 from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
 from delayzoo.zoo.errors import ZooError
-from delayzoo.zoo.hyperparams import hyperparams_file, load_hyperparams_file, select_entry
+from delayzoo.zoo.hyperparams import find_entry
 from delayzoo.zoo.runs import read_run_yaml
 
 __all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "stack_and_transpose"]
@@ -116,8 +116,7 @@ class DelayExperimentManager(ExperimentManager):
         self.delay = DelaySettings()
         self.interrupted = False
         self._created: Path | None = None
-        if not kwargs.get("config"):
-            self.config = str(hyperparams_file(self.algo))
+        self._custom_config: str | None = kwargs.get("config") or None
 
     # ------------------------------------------------------------------ set-up
     def setup_experiment(self) -> tuple[BaseAlgorithm, dict[str, Any]] | None:
@@ -132,8 +131,10 @@ class DelayExperimentManager(ExperimentManager):
 
     def read_hyperparameters(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """The entry for this run (see :mod:`delayzoo.zoo.hyperparams`), its ``delay:`` merged with the flags."""
-        content = load_hyperparams_file(self.config)
-        key, hyperparams = select_entry(content, self.env_name.gym_id, self.kind, self.zoo.preset, self.zoo.pixels)
+        entry = find_entry(
+            self.algo, self.env_name.gym_id, self.kind, self.zoo.preset, self.zoo.pixels, self._custom_config
+        )
+        key, hyperparams, self.config = entry.key, entry.hyperparams, str(entry.path)
         print(f"Loading hyperparameters from: {self.config} (entry {key!r})")
         entry_delay = hyperparams.pop("delay", None) or {}
         if not isinstance(entry_delay, dict):
@@ -164,6 +165,7 @@ class DelayExperimentManager(ExperimentManager):
             ("preset", self.zoo.preset),
             ("pixels", self.zoo.pixels),
             ("hyperparams_entry", key),
+            ("hyperparams_file", self.config),
             ("resume_timesteps", 0),
         ):
             setattr(self.args, name, value)

@@ -1,4 +1,4 @@
-"""Every entry of every YAML file in hyperparams/ builds its model for its env (construct only)."""
+"""Which entry of which file a run uses, and every entry of our YAML files builds its model (construct only)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,11 @@ from gymnasium import spaces
 from delayzoo.wrappers import IIDDelay, RandomWalkDelay, find_execution_delay
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
-from delayzoo.zoo.hyperparams import hyperparams_dir, load_hyperparams_file
+from delayzoo.zoo import train
+from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.hyperparams import find_entry, hyperparams_dir, load_hyperparams_file, rl_zoo3_hyperparams_dir
 from delayzoo.zoo.runs import read_run_yaml
+from tests.zoo.helpers import saved_steps
 
 FALLBACK_ENVS = {
     "atari": ("ALE/Pong-v5", False),
@@ -92,3 +95,54 @@ def test_preset_entry_sets_the_delay_and_flags_override_it(tmp_path):
     assert overridden.delay.to_record() == {"delay": 2, "process": "iid", "p": None, "min_delay": 0,
                                             "pending_view": True, "init_action": "noop"}
     assert model.observation_space["pending_actions"].shape == (2,)
+
+
+def test_our_entries_take_precedence_and_rl_zoo3_fills_in(tmp_path, monkeypatch):
+    monkeypatch.setenv("DELAYZOO_HYPERPARAMS", str(tmp_path))
+    (tmp_path / "ppo.yml").write_text("CartPole-v1: {n_steps: 7}\natari: {n_steps: 8}\n")
+    theirs = rl_zoo3_hyperparams_dir()
+    ours_first = find_entry("ppo", "CartPole-v1", "gym")
+    assert (ours_first.path, ours_first.key, ours_first.hyperparams) == (tmp_path / "ppo.yml", "CartPole-v1", {"n_steps": 7})
+    acrobot = find_entry("ppo", "Acrobot-v1", "gym")
+    assert (acrobot.path, acrobot.key) == (theirs / "ppo.yml", "Acrobot-v1")
+    assert acrobot.hyperparams == load_hyperparams_file(theirs / "ppo.yml")["Acrobot-v1"]
+    assert find_entry("ppo", "ALE/Pong-v5", "atari").path == tmp_path / "ppo.yml"  # our fallback beats theirs
+    a2c_atari = find_entry("a2c", "ALE/Pong-v5", "atari")  # no a2c.yml of ours
+    assert (a2c_atari.path, a2c_atari.key) == (theirs / "a2c.yml", "atari")
+    assert "env_wrapper" not in a2c_atari.hyperparams and a2c_atari.hyperparams["frame_stack"] == 4  # make_atari's job
+    with pytest.raises(ZooError, match="no preset 'x'"):
+        find_entry("ppo", "CartPole-v1", "gym", preset="x")
+    with pytest.raises(ZooError, match="no hyperparameter file for 'td3'"):
+        find_entry("td3", "Pendulum-v1", "gym", preset="delayed")
+    assert find_entry("td3", "CartPole-v1", "gym").key == "default"  # rl_zoo3's own fallback
+    with pytest.raises(ZooError, match="no hyperparameters for --algo nope --env CartPole-v1"):
+        find_entry("nope", "CartPole-v1", "gym")
+    custom = tmp_path / "custom.yml"
+    custom.write_text("default: {n_steps: 9}\n")
+    assert find_entry("ppo", "Acrobot-v1", "gym", config=str(custom)).hyperparams == {"n_steps": 9}  # -conf: only it
+
+
+def test_the_yaml_files_ship_inside_the_package():
+    import delayzoo
+
+    assert hyperparams_dir() == Path(delayzoo.__file__).parent / "hyperparams"
+    assert {"ppo", "dqn", "qrdqn", "sac", "pwm", "delayed_ez"} <= {path.stem for path in hyperparams_dir().glob("*.yml")}
+
+
+@pytest.mark.parametrize(
+    "algo, env_id, flags",
+    [("a2c", "CartPole-v1", []), ("td3", "Pendulum-v1", ["--delay", "2", "--pending-view"]),
+     ("ddpg", "Pendulum-v1", ["--delay", "1"]), ("ppo", "Acrobot-v1", [])],
+)
+def test_rl_zoo3_algorithms_and_envs_train_without_conf(algo, env_id, flags, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    small = ["learning_starts:32", "buffer_size:1000"] if algo in ("td3", "ddpg") else ["n_envs:1", "n_steps:32"]
+    argv = ["--algo", algo, "--env", env_id, "-n", "64", "--eval-freq", "-1", "--num-threads", "1", "-f", "logs",
+            *flags, "-params", *small]
+    if algo == "ppo":
+        argv += ["batch_size:32", "n_epochs:1"]
+    assert train.main(argv) == 0
+    args = read_run_yaml(tmp_path / f"logs/{algo}/{env_id}_1/{env_id}/args.yml")
+    assert args["hyperparams_file"] == str(rl_zoo3_hyperparams_dir() / f"{algo}.yml")
+    assert args["hyperparams_entry"] == env_id and args["delay"] == (int(flags[1]) if flags else None)
+    assert saved_steps(tmp_path / f"logs/{algo}/{env_id}_1/{env_id}.zip") >= 64

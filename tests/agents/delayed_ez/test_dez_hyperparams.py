@@ -8,7 +8,7 @@ from gymnasium import spaces
 
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 
-HYPERPARAMS = pathlib.Path(__file__).resolve().parents[3] / "hyperparams" / "delayed_ez.yml"
+HYPERPARAMS = pathlib.Path(__file__).resolve().parents[3] / "delayzoo" / "hyperparams" / "delayed_ez.yml"
 ZOO_ONLY = {"n_timesteps", "n_envs", "frame_stack", "policy", "env_wrapper", "env_kwargs", "normalize"}
 
 

@@ -9,7 +9,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from delayzoo.agents.pwm import PWM
 
-HYPERPARAMS = pathlib.Path(__file__).parents[3] / "hyperparams" / "pwm.yml"
+HYPERPARAMS = pathlib.Path(__file__).parents[3] / "delayzoo" / "hyperparams" / "pwm.yml"
 
 
 def evaluate(model, episodes=5):
