@@ -28,7 +28,6 @@ from gymnasium.wrappers import ResizeObservation
 
 from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay, _check_int
 from delayzoo.wrappers.life import EpisodicLife, LifeLossInfo
-from delayzoo.wrappers.monitor import EpisodeMonitor
 from delayzoo.wrappers.pending import PendingActionsObservation
 
 gym.register_envs(ale_py)
@@ -128,7 +127,7 @@ def make_atari(
     delay: int | DelayProcess | None = None,
     init_action: Any = "noop",
     pending_view: bool = False,
-    monitor: bool | str = True,
+    monitor: bool | str | dict[str, Any] = True,
     render_mode: str | None = None,
 ) -> gym.Env:
     """Make an Atari env for the 100k benchmark: ``make_atari("ALE/Pong-v5")``.
@@ -161,7 +160,9 @@ def make_atari(
     :param init_action: filler actions of the delay queue (see ``ExecutionDelay``)
     :param pending_view: add :class:`~delayzoo.wrappers.pending.PendingActionsObservation` (needs ``delay``)
     :param monitor: put an :class:`~delayzoo.wrappers.monitor.EpisodeMonitor` below the life-loss and
-        delay wrappers; a string is its CSV file name
+        delay wrappers; a string is its CSV file name, a dict its keywords (``filename``,
+        ``info_keywords``, ...), a dict its keywords (``filename``,
+        ``info_keywords``, ...)
     :param render_mode: passed to ``gym.make``
     :return: the wrapped environment
     """
@@ -198,8 +199,10 @@ def make_atari(
         env = NoopReset(env, noop_max)
     env = MaxPoolFrameSkip(env, frame_skip)
     env = ResizeObservation(env, (size, size))
-    if monitor:
-        env = EpisodeMonitor(env, filename=monitor if isinstance(monitor, str) else None)
+    if monitor is not False:
+        from delayzoo.wrappers.monitor import add_episode_monitor  # imports SB3: only when used
+
+        env = add_episode_monitor(env, monitor)
     if delay is not None:
         env = ExecutionDelay(env, delay, init_action=init_action)
     env = EpisodicLife(env) if episodic_life else LifeLossInfo(env)

@@ -1,8 +1,9 @@
 """DeepMind Control Suite environments through shimmy, with proprio or pixel observations.
 
-Pixels render headless: unless ``MUJOCO_GL`` is already set, importing this module sets it to
-``"egl"`` (on Linux), which must happen before ``mujoco`` or ``dm_control`` is first imported.
-EGL works on GPU machines and, through Mesa's llvmpipe, on CPU-only ones.
+Pixels render headless: unless ``MUJOCO_GL`` is already set, :func:`make_dmc` sets it to ``"egl"``
+(on Linux) before it first imports ``dm_control``; the choice is fixed once ``dm_control`` is imported,
+so set ``MUJOCO_GL`` yourself when you import it first. EGL works on GPU machines and, through Mesa's
+llvmpipe, on CPU-only ones. Importing this module changes nothing in the process.
 
 The stack :func:`make_dmc` builds, from the simulator up::
 
@@ -14,20 +15,15 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any, SupportsFloat
 
-if sys.platform.startswith("linux"):
-    os.environ.setdefault("MUJOCO_GL", "egl")
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.core import ActType, ObsType
 
-from typing import Any, SupportsFloat  # noqa: E402
-
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
-from gymnasium import spaces  # noqa: E402
-from gymnasium.core import ActType, ObsType  # noqa: E402
-
-from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay, _check_int  # noqa: E402
-from delayzoo.wrappers.monitor import EpisodeMonitor  # noqa: E402
-from delayzoo.wrappers.pending import PendingActionsObservation  # noqa: E402
+from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay, _check_int
+from delayzoo.wrappers.pending import PendingActionsObservation
 
 OBSERVATIONS = ("proprio", "pixels")
 
@@ -68,7 +64,7 @@ class FlattenProprio(gym.ObservationWrapper[np.ndarray, ActType, dict], gym.util
     The entries follow the order of the ``Dict`` space; scalars count as one entry.
 
     Example:
-        >>> import shimmy
+        >>> register_dmc_envs()
         >>> env = FlattenProprio(gym.make("dm_control/cartpole-swingup-v0"))
         >>> env.observation_space
         Box(-inf, inf, (5,), float32)
@@ -119,7 +115,7 @@ class RenderedPixels(gym.ObservationWrapper[np.ndarray, ActType, Any], gym.utils
     The env must have been made with ``render_mode="rgb_array"`` and render at that size.
 
     Example:
-        >>> import shimmy
+        >>> register_dmc_envs()  # headless rendering unless MUJOCO_GL is set
         >>> env = RenderedPixels(gym.make("dm_control/cartpole-swingup-v0", render_mode="rgb_array",
         ...     render_kwargs={"height": 64, "width": 64, "camera_id": 0}), height=64, width=64)
         >>> env.reset(seed=0)[0].shape
@@ -149,6 +145,17 @@ class RenderedPixels(gym.ObservationWrapper[np.ndarray, ActType, Any], gym.utils
         return pixels
 
 
+def register_dmc_envs() -> None:
+    """Register shimmy's ``dm_control/`` ids, rendering headless with EGL unless ``MUJOCO_GL`` is set.
+
+    ``MUJOCO_GL`` is read once, when ``dm_control`` is first imported: it is set here (on Linux, when
+    the user has not set it and ``dm_control`` is not imported yet), and nowhere else.
+    """
+    if sys.platform.startswith("linux") and "MUJOCO_GL" not in os.environ and "dm_control" not in sys.modules:
+        os.environ["MUJOCO_GL"] = "egl"
+    import shimmy  # noqa: F401  (registers the dm_control/ ids)
+
+
 def _dmc_id(task: str) -> str:
     env_id = task if task.startswith("dm_control/") else f"dm_control/{task}-v0"
     if env_id not in gym.registry:
@@ -168,7 +175,7 @@ def make_dmc(
     delay: int | DelayProcess | None = None,
     init_action: Any = "noop",
     pending_view: bool = False,
-    monitor: bool | str = True,
+    monitor: bool | str | dict[str, Any] = True,
 ) -> gym.Env:
     """Make a DeepMind Control task: ``make_dmc("walker-walk", obs="pixels")``.
 
@@ -196,7 +203,7 @@ def make_dmc(
         a string is its CSV file name
     :return: the wrapped environment
     """
-    import shimmy  # noqa: F401  (registers the dm_control/ ids; imports mujoco after MUJOCO_GL is set)
+    register_dmc_envs()
 
     if obs not in OBSERVATIONS:
         raise ValueError(f"unknown obs {obs!r}; expected one of {list(OBSERVATIONS)}")
@@ -217,8 +224,10 @@ def make_dmc(
         env = gym.make(env_id)
     env = ActionRepeat(Float32Action(env), action_repeat)
     env = RenderedPixels(env, size, size) if obs == "pixels" else FlattenProprio(env)
-    if monitor:
-        env = EpisodeMonitor(env, filename=monitor if isinstance(monitor, str) else None)
+    if monitor is not False:
+        from delayzoo.wrappers.monitor import add_episode_monitor  # imports SB3: only when used
+
+        env = add_episode_monitor(env, monitor)
     if delay is not None:
         env = ExecutionDelay(env, delay, init_action=init_action)
     if pending_view:

@@ -1,6 +1,12 @@
-"""Episode statistics that survive Gymnasium's ``env.spec`` round trip."""
+"""Episode statistics that survive Gymnasium's ``env.spec`` round trip.
+
+This module imports Stable-Baselines3 (and so torch): :class:`EpisodeMonitor` *is* an SB3 ``Monitor``,
+so that SB3 algorithms add none of their own. ``delayzoo.wrappers`` loads it only when it is used.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 import gymnasium as gym
 from stable_baselines3.common.monitor import Monitor
@@ -49,3 +55,22 @@ class EpisodeMonitor(Monitor, gym.utils.RecordConstructorArgs):
             info_keywords=info_keywords,
         )
 
+
+
+def add_episode_monitor(env: gym.Env, monitor: bool | str | dict[str, Any]) -> gym.Env:
+    """``env`` under an :class:`EpisodeMonitor` as the factories' ``monitor=`` argument asks.
+
+    :param env: the environment
+    :param monitor: ``False`` (no monitor), ``True`` (no file), a CSV file name, or the monitor's keywords
+        (``filename``, ``info_keywords``, ...; rl_zoo3's ``monitor_kwargs``)
+    :return: the environment, monitored or not
+    """
+    if monitor is False:
+        return env
+    if monitor is True:
+        return EpisodeMonitor(env)
+    if isinstance(monitor, str):
+        return EpisodeMonitor(env, filename=monitor)
+    if isinstance(monitor, dict):
+        return EpisodeMonitor(env, **monitor)
+    raise TypeError(f"monitor must be a bool, a file name or a dict of EpisodeMonitor keywords, got {monitor!r}")

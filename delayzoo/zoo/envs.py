@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from delayzoo.wrappers import ConstantDelay, ExecutionDelay, IIDDelay, PendingActionsObservation, RandomWalkDelay
 from delayzoo.wrappers.atari import make_atari
-from delayzoo.wrappers.dmc import make_dmc
-from delayzoo.wrappers.monitor import EpisodeMonitor
+from delayzoo.wrappers.dmc import make_dmc, register_dmc_envs
+from delayzoo.wrappers.monitor import add_episode_monitor
 from delayzoo.zoo.errors import ZooError
 
-__all__ = ["DelaySettings", "check_env_id", "env_kind", "make_zoo_env"]
+__all__ = ["DelaySettings", "check_env_id", "env_kind", "import_gym_packages", "make_zoo_env"]
 
 PROCESSES = ("constant", "random-walk", "iid")
 INIT_ACTIONS = ("noop", "random")
@@ -167,11 +170,12 @@ class DelaySettings:
         return text + (" +view" if settings.pending_view else "")
 
 
-def env_kind(env_id: str) -> str:
-    """``"atari"`` for ALE ids, ``"dmc"`` for ``dm_control/...`` ids, ``"gym"`` otherwise."""
-    if env_id.startswith("dm_control/"):
+def env_kind(env_id: str | EnvSpec) -> str:
+    """``"atari"`` for ALE ids, ``"dmc"`` for ``dm_control/...`` ids, ``"gym"`` otherwise (ids or specs)."""
+    spec = env_id if isinstance(env_id, EnvSpec) else None
+    if (spec.id if spec else env_id).startswith("dm_control/"):
         return "dmc"
-    entry_point = gym.spec(env_id).entry_point
+    entry_point = (spec or gym.spec(env_id)).entry_point
     if isinstance(entry_point, str):
         return "atari" if entry_point.startswith("ale_py") else "gym"
     return "atari" if getattr(entry_point, "__module__", "").startswith("ale_py") else "gym"
@@ -179,8 +183,9 @@ def env_kind(env_id: str) -> str:
 
 def check_env_id(env_id: str) -> None:
     """Raise :class:`ZooError` with the closest registered ids when ``env_id`` is not registered."""
-    import shimmy  # noqa: F401  (registers dm_control/ ids; delayzoo.wrappers.dmc has set MUJOCO_GL)
-
+    if env_id in gym.registry:
+        return
+    register_dmc_envs()  # dm_control/ ids, and close matches among them
     if env_id in gym.registry:
         return
     close = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.6)
@@ -188,25 +193,43 @@ def check_env_id(env_id: str) -> None:
     raise ZooError(f"unknown env {env_id!r}: not in the Gymnasium registry{hint}")
 
 
+def import_gym_packages(names: Sequence[str]) -> None:
+    """Import the modules named by ``--gym-packages`` (they register their env ids), as rl_zoo3 does.
+
+    :raise ZooError: naming the module that fails to import
+    """
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            raise ZooError(f"--gym-packages {name}: cannot import it ({error})") from error
+
+
 def make_zoo_env(
-    env_id: str,
+    env_id: str | EnvSpec,
     delay: DelaySettings | None = None,
     monitor_file: str | None = None,
     pixels: bool = False,
+    monitor_kwargs: dict[str, Any] | None = None,
     **env_kwargs: Any,
 ) -> gym.Env:
     """Make one env of the zoo: the factory for ``env_id``'s kind, statistics at the base, delay on top.
 
-    :param env_id: a registered Gymnasium id (ALE and ``dm_control/`` ids included)
+    :param env_id: a registered Gymnasium id (ALE and ``dm_control/`` ids included), or the ``EnvSpec``
+        of one (a subprocess can make an env registered only in its parent from the parent's spec)
     :param delay: the execution delay (``None`` or ``DelaySettings()``: none)
     :param monitor_file: CSV file of the ``EpisodeMonitor`` (``.monitor.csv`` is appended); ``None``: no file
     :param pixels: render DeepMind Control tasks as images (``obs="pixels"``)
+    :param monitor_kwargs: more ``EpisodeMonitor`` keywords (rl_zoo3's ``monitor_kwargs``: ``info_keywords``, ...)
     :param env_kwargs: passed to the factory (``make_atari`` / ``make_dmc``) or to ``gym.make``
     :return: the wrapped environment
     """
     settings = (delay or DelaySettings()).resolved()
     process = settings.make_process()
     kind = env_kind(env_id)
+    monitor = {**(monitor_kwargs or {}), "filename": monitor_file}
+    if isinstance(env_id, EnvSpec) and kind != "gym":
+        env_id = env_id.id  # the factories look ALE and dm_control ids up themselves
     if pixels and kind != "dmc":
         raise ZooError(f"--pixels applies to dm_control/ ids, not to {env_id!r}")
     if kind in ("atari", "dmc"):
@@ -214,7 +237,7 @@ def make_zoo_env(
             delay=process,
             init_action=settings.init_action,
             pending_view=settings.pending_view,
-            monitor=monitor_file or True,
+            monitor=monitor,
         )
         if kind == "atari":
             return make_atari(env_id, **factory_kwargs, **env_kwargs)
@@ -222,7 +245,7 @@ def make_zoo_env(
             factory_kwargs["obs"] = "pixels"
         return make_dmc(env_id, **factory_kwargs, **env_kwargs)
     env: gym.Env = gym.make(env_id, **env_kwargs)
-    env = EpisodeMonitor(env, filename=monitor_file)
+    env = add_episode_monitor(env, monitor)
     if process is not None:
         env = ExecutionDelay(env, process, init_action=settings.init_action)
         if settings.pending_view:

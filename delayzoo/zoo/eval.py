@@ -33,7 +33,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 
 from delayzoo.zoo.algos import load_algorithm
-from delayzoo.zoo.envs import check_env_id, env_kind
+from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
@@ -171,6 +171,9 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     runs.add_argument("--exp-id", type=int, default=0, help="run number (default 0: the latest)")
     runs.add_argument("--all-runs", action="store_true", help="every run of the algorithm on the env, one CSV each")
     parser.add_argument("-n", "--n-episodes", type=int, default=10, help="episodes per model (default 10)")
+    parser.add_argument(
+        "--gym-packages", nargs="+", default=[], help="modules to import first (they register the env ids)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the first episode (default 0)")
     parser.add_argument(
         "--checkpoints", choices=("all", "last"), default="all", help="all checkpoints, or the final model only"
@@ -197,6 +200,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         if args.n_episodes < 1 or args.n_envs < 1:
             raise ZooError(f"-n and --n-envs must be >= 1, got -n {args.n_episodes} --n-envs {args.n_envs}")
         load_algorithm(args.algo)
+        import_gym_packages(args.gym_packages)
         check_env_id(args.env)
         if args.all_runs and args.output is not None:
             raise ZooError("--all-runs writes one CSV per run: leave out -o")

@@ -28,6 +28,7 @@ from pprint import pprint
 from typing import Any, Callable
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 from rl_zoo3.exp_manager import ExperimentManager
 from rl_zoo3.utils import ALGOS
 from sb3_contrib.common.vec_env import AsyncEval
@@ -68,16 +69,17 @@ class ZooOptions:
 
 
 def make_ranked_env(
-    env_id: str,
+    env_id: str | EnvSpec,
     delay: DelaySettings,
     monitor_file: str | None,
     pixels: bool,
     wrapper: Callable[[gym.Env], gym.Env] | None,
     env_kwargs: dict[str, Any],
     action_seed: int | None,
+    monitor_kwargs: dict[str, Any] | None = None,
 ) -> gym.Env:
     """One env of a vector env: :func:`make_zoo_env`, its action space seeded, the YAML's ``env_wrapper`` on top."""
-    env = make_zoo_env(env_id, delay, monitor_file=monitor_file, pixels=pixels, **env_kwargs)
+    env = make_zoo_env(env_id, delay, monitor_file=monitor_file, pixels=pixels, monitor_kwargs=monitor_kwargs, **env_kwargs)
     if action_seed is not None:
         env.action_space.seed(action_seed)
     return env if wrapper is None else wrapper(env)
@@ -258,20 +260,24 @@ class DelayExperimentManager(ExperimentManager):
         """``n_envs`` envs from :func:`make_zoo_env`, with rl_zoo3's normalisation, frame stack and transposition.
 
         Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
-        the life-loss and delay wrappers).
+        the life-loss and delay wrappers), with rl_zoo3's ``monitor_kwargs``. Plain Gymnasium envs are
+        made from the parent's ``EnvSpec``, so ``--vec-env subproc`` works for ids registered only here
+        (``--gym-packages``, or registered by the calling script).
         """
         log_dir = None if eval_env or no_log else self.save_path
         env_kwargs = self.eval_env_kwargs if eval_env else self.env_kwargs
+        env_id = gym.spec(self.env_name.gym_id) if self.kind == "gym" else self.env_name.gym_id
         makers = [
             partial(
                 make_ranked_env,
-                self.env_name.gym_id,
+                env_id,
                 self.delay,
                 None if log_dir is None else os.path.join(log_dir, str(rank)),
                 self.zoo.pixels,
                 self.env_wrapper,
                 dict(env_kwargs),
                 None if self.seed is None else self.seed + rank,
+                dict(self.monitor_kwargs),
             )
             for rank in range(n_envs)
         ]

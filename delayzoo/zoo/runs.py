@@ -1,6 +1,7 @@
 """The runs in a log folder (rl_zoo3's layout), read without executing anything from the files.
 
-A run of ``--algo ppo --env CartPole-v1 -f logs`` is the folder ``logs/ppo/CartPole-v1_<id>/`` with the
+A run of ``--algo ppo --env CartPole-v1 -f logs`` is the folder ``logs/ppo/CartPole-v1_<id>/`` (with
+``-uuid``: ``CartPole-v1_<id>_<uuid>``, where several runs can share an id) with the
 final model ``CartPole-v1.zip``, checkpoints ``rl_model_<steps>_steps.zip``, monitor files
 ``<rank>.monitor.csv``, ``evaluations.npz`` and the sub-folder ``CartPole-v1/`` holding ``args.yml``,
 ``config.yml`` (and ``vecnormalize.pkl`` when observations are normalised).
@@ -24,10 +25,12 @@ from delayzoo.zoo.errors import ZooError
 __all__ = ["Run", "find_runs", "read_monitor", "read_run_yaml", "select_run"]
 
 _CHECKPOINT = re.compile(r"rl_model_(\d+)_steps\.zip$")
+_RUN_FOLDER = re.compile(r"_(\d+)(_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?$")
+"""The end of a run folder's name: ``_<id>``, or ``_<id>_<uuid>`` for runs made with ``-uuid``."""
 
 
 class _RunLoader(yaml.SafeLoader):
-    """A safe YAML loader that also reads the ordered dicts rl_zoo3 writes (as plain dicts)."""
+    """A safe YAML loader that also reads the ordered dicts and tuples rl_zoo3 writes (as plain data)."""
 
 
 def _ordered_dict(loader: yaml.SafeLoader, node: yaml.Node) -> dict[Any, Any]:
@@ -36,6 +39,9 @@ def _ordered_dict(loader: yaml.SafeLoader, node: yaml.Node) -> dict[Any, Any]:
 
 
 _RunLoader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict", _ordered_dict)
+_RunLoader.add_constructor(
+    "tag:yaml.org,2002:python/tuple", lambda loader, node: tuple(loader.construct_sequence(node, deep=True))
+)
 
 
 def read_run_yaml(path: str | Path) -> dict[str, Any]:
@@ -74,8 +80,17 @@ class Run:
 
     @property
     def run_id(self) -> int:
-        """The number rl_zoo3 gave the run."""
-        return int(self.path.name.rsplit("_", 1)[-1])
+        """The number rl_zoo3 gave the run (runs made with ``-uuid`` can share one)."""
+        match = _RUN_FOLDER.search(self.path.name)
+        if match is None:
+            raise ZooError(f"{self.path} is not a run folder (<env>_<id> or <env>_<id>_<uuid>)")
+        return int(match.group(1))
+
+    @property
+    def created(self) -> float:
+        """When the run started (the time of its ``args.yml``), to order runs that share an id."""
+        args_files = sorted(self.path.glob("*/args.yml"))
+        return args_files[0].stat().st_mtime if args_files else 0.0
 
     @property
     def params_path(self) -> Path:
@@ -135,23 +150,26 @@ def find_runs(log_folder: str | Path, algos: list[str] | None = None, env_ids: l
     """Every run under ``log_folder`` (``<algo>/<env>_<id>/``), optionally of some algorithms and envs only."""
     runs = []
     for path in sorted(Path(log_folder).glob("*/*_*")):
-        if not path.is_dir() or not path.name.rsplit("_", 1)[-1].isdigit():
+        if not path.is_dir() or not _RUN_FOLDER.search(path.name):
             continue
         run = _load_run(path)
         if run is None or (algos and run.algo not in algos) or (env_ids and run.env_id not in env_ids):
             continue
         runs.append(run)
-    return sorted(runs, key=lambda run: (run.algo, run.env_id, run.run_id))
+    return sorted(runs, key=lambda run: (run.algo, run.env_id, run.run_id, run.created, run.name))
 
 
 def select_run(log_folder: str | Path, algo: str, env_id: str, exp_id: int = 0) -> Run:
-    """The run ``exp_id`` of ``algo`` on ``env_id`` (0: the latest), or a :class:`ZooError` listing those there are."""
+    """The run ``exp_id`` of ``algo`` on ``env_id`` (0: the latest), or a :class:`ZooError` listing those there are.
+
+    Of runs that share the id (made with ``-uuid``), the one started last.
+    """
     runs = find_runs(log_folder, [algo], [env_id])
     if not runs:
         raise ZooError(f"no run of --algo {algo} --env {env_id} under {str(log_folder)!r}")
     if exp_id == 0:
         return runs[-1]
-    for run in runs:
+    for run in reversed(runs):
         if run.run_id == exp_id:
             return run
     raise ZooError(f"no run {exp_id} of --algo {algo} --env {env_id}; runs there: {[run.run_id for run in runs]}")

@@ -35,7 +35,7 @@ import rl_zoo3.train
 from rl_zoo3.hyperparams_opt import HYPERPARAMS_SAMPLER
 
 from delayzoo.zoo.algos import OUR_ALGOS, load_algorithm
-from delayzoo.zoo.envs import INIT_ACTIONS, PROCESSES, DelaySettings, check_env_id, env_kind
+from delayzoo.zoo.envs import INIT_ACTIONS, PROCESSES, DelaySettings, check_env_id, env_kind, import_gym_packages
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
 
@@ -74,6 +74,7 @@ def _peek_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("-i", "--trained-agent", default="")
     parser.add_argument("-optimize", "--optimize-hyperparameters", action="store_true")
+    parser.add_argument("--gym-packages", type=str, nargs="+", default=[])
     return parser
 
 
@@ -91,6 +92,7 @@ def _zoo_rl_zoo3(options: ZooOptions, argv: list[str], prog: str) -> Iterator[No
 
 def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
     load_algorithm(peek.algo)
+    import_gym_packages(peek.gym_packages)
     check_env_id(peek.env)
     flags = {field: getattr(own, name) for name, field in _DELAY_FIELDS.items() if getattr(own, name) is not None}
     if own.preset is None:

@@ -1,0 +1,65 @@
+"""rl_zoo3's flags through the zoo: --gym-packages, --vec-env subproc, -uuid runs, monitor_kwargs."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+from delayzoo.zoo import cli, plot, train
+from delayzoo.zoo.runs import find_runs, select_run
+from tests.zoo.helpers import saved_steps
+
+ENV = "DelayzooSuccess-v0"
+
+
+@pytest.fixture(scope="module")
+def package_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two -uuid runs of a2c on an env of --gym-packages, in subprocess envs, with monitor_kwargs."""
+    folder = tmp_path_factory.mktemp("package_run")
+    sys.modules.pop("tests.zoo.gym_package", None)
+    gym.registry.pop(ENV, None)
+    argv = ["--algo", "a2c", "--env", ENV, "--gym-packages", "tests.zoo.gym_package", "--vec-env", "subproc",
+            "-uuid", "--delay", "1", "-n", "40", "--eval-freq", "-1", "--num-threads", "1", "-f", str(folder / "logs"),
+            "-params", "n_envs:2", "n_steps:5", "monitor_kwargs:dict(info_keywords=('is_success',))"]
+    for seed in ("0", "1"):
+        assert train.main([*argv, "--seed", seed]) == 0
+    return folder
+
+
+def test_gym_packages_are_imported_before_the_env_id_is_checked(package_run):
+    runs = find_runs(package_run / "logs", ["a2c"], [ENV])
+    assert len(runs) == 2 and all(saved_steps(run.final_model) == 40 for run in runs)
+    assert runs[0].args["gym_packages"] == ["tests.zoo.gym_package"]
+
+
+def test_subproc_envs_are_made_from_the_parent_spec_and_monitor_kwargs_reach_the_monitor(package_run):
+    for run in find_runs(package_run / "logs", ["a2c"], [ENV]):
+        assert run.args["vec_env"] == "subproc" and run.config["monitor_kwargs"]
+        for rank in (0, 1):
+            lines = (run.path / f"{rank}.monitor.csv").read_text().splitlines()
+            assert lines[1] == "r,l,t,is_success" and len(lines) > 2
+
+
+def test_uuid_runs_are_found_by_eval_and_plot(package_run, tmp_path):
+    runs = find_runs(package_run / "logs", ["a2c"], [ENV])
+    assert [run.run_id for run in runs] == [1, 1] and all(len(run.name) == len(f"{ENV}_1_") + 36 for run in runs)
+    assert select_run(package_run / "logs", "a2c", ENV).path == runs[-1].path  # the latest of the shared id
+    evaluate = ["eval", "--algo", "a2c", "--env", ENV, "--gym-packages", "tests.zoo.gym_package",
+                "-f", str(package_run / "logs"), "-n", "2", "--all-runs"]
+    assert cli.main(evaluate) == 0
+    for run in runs:
+        rows = list(csv.reader(run.eval_csv.open(newline="")))
+        assert rows[0] == ["step", "episode_0", "episode_1"] and rows[-1][0] == "40"
+    assert plot.main(["-f", str(package_run / "logs"), "-o", str(tmp_path)]) == 0
+    assert (tmp_path / f"{ENV}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unimportable_gym_package_exits_2_naming_it(tmp_path, capsys):
+    argv = ["--algo", "ppo", "--env", "CartPole-v1", "--gym-packages", "no_such_gym_package", "-f", str(tmp_path)]
+    assert train.main(argv) == 2
+    assert "--gym-packages no_such_gym_package: cannot import it" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
