@@ -288,6 +288,13 @@ class DelayExperimentManager(ExperimentManager):
         env = self._maybe_normalize(env, eval_env)
         return stack_and_transpose(env, self.frame_stack, self.verbose)
 
+    def _maybe_normalize(self, env: VecEnv, eval_env: bool) -> VecEnv:
+        """rl_zoo3's ``VecNormalize``; under ``--pending-view`` only the ``"observation"`` key is normalised
+        (the pending actions and the delay are integers, which ``VecNormalize`` cannot take)."""
+        if self.normalize and self.delay.pending_view:
+            self.normalize_kwargs.setdefault("norm_obs_keys", ["observation"])
+        return super()._maybe_normalize(env, eval_env)
+
     # ------------------------------------------------------------------ training
     def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
         print(f"Loading pretrained agent {self.trained_agent}")

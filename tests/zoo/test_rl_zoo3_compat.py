@@ -1,4 +1,4 @@
-"""rl_zoo3's flags through the zoo: --gym-packages, --vec-env subproc, -uuid runs, monitor_kwargs."""
+"""The zoo as rl_zoo3 users expect: --gym-packages, --vec-env subproc, -uuid runs, monitor_kwargs, normalisation."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 
 import gymnasium as gym
 import pytest
+from stable_baselines3.common.vec_env import VecNormalize
 
 from delayzoo.zoo import cli, plot, train
+from delayzoo.zoo.eval import make_eval_env
 from delayzoo.zoo.runs import find_runs, select_run
 from tests.zoo.helpers import saved_steps
 
@@ -63,3 +65,28 @@ def test_unimportable_gym_package_exits_2_naming_it(tmp_path, capsys):
     assert train.main(argv) == 2
     assert "--gym-packages no_such_gym_package: cannot import it" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("ignore:You have specified a mini-batch size")
+@pytest.mark.parametrize(
+    "env_id, extra", [("Acrobot-v1", []), ("dm_control/cartpole-swingup-v0", ["n_steps:16", "batch_size:16"])]
+)
+def test_pending_view_with_a_normalised_entry_normalises_only_the_observation(env_id, extra, tmp_path):
+    # Acrobot-v1: rl_zoo3's PPO entry (normalize: true); dm_control: ours (normalize: true)
+    argv = ["--algo", "ppo", "--env", env_id, "--delay", "2", "--pending-view", "-n", "32", "--eval-freq", "-1",
+            "--num-threads", "1", "-f", str(tmp_path / "logs"), "-params", "n_envs:1", "n_steps:32",
+            "batch_size:32", "n_epochs:1", *extra]
+    assert train.main(argv) == 0
+    run = select_run(tmp_path / "logs", "ppo", env_id)
+    assert run.config["normalize"] and (run.params_path / "vecnormalize.pkl").is_file()
+    env = make_eval_env(run)
+    try:
+        normalize = env.venv if not isinstance(env, VecNormalize) else env
+        assert isinstance(normalize, VecNormalize) and normalize.norm_obs_keys == ["observation"]
+        obs = env.reset()
+        for _ in range(3):
+            assert obs["delay"].dtype.kind == "i" and obs["pending_actions"].dtype.kind in "iuf"
+            assert env.observation_space["pending_actions"].contains(obs["pending_actions"][0])
+            obs, *_ = env.step([env.action_space.sample()])
+    finally:
+        env.close()
