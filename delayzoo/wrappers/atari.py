@@ -161,7 +161,6 @@ def make_atari(
     :param pending_view: add :class:`~delayzoo.wrappers.pending.PendingActionsObservation` (needs ``delay``)
     :param monitor: put an :class:`~delayzoo.wrappers.monitor.EpisodeMonitor` below the life-loss and
         delay wrappers; a string is its CSV file name, a dict its keywords (``filename``,
-        ``info_keywords``, ...), a dict its keywords (``filename``,
         ``info_keywords``, ...)
     :param render_mode: passed to ``gym.make``
     :return: the wrapped environment

@@ -176,6 +176,7 @@ def make_dmc(
     init_action: Any = "noop",
     pending_view: bool = False,
     monitor: bool | str | dict[str, Any] = True,
+    render_mode: str | None = None,
 ) -> gym.Env:
     """Make a DeepMind Control task: ``make_dmc("walker-walk", obs="pixels")``.
 
@@ -200,7 +201,9 @@ def make_dmc(
     :param init_action: filler actions of the delay queue (see ``ExecutionDelay``)
     :param pending_view: add :class:`~delayzoo.wrappers.pending.PendingActionsObservation` (needs ``delay``)
     :param monitor: put an :class:`~delayzoo.wrappers.monitor.EpisodeMonitor` below the delay wrappers;
-        a string is its CSV file name
+        a string is its CSV file name, a dict its keywords (``filename``, ``info_keywords``, ...)
+    :param render_mode: ``render()`` of the task (``"rgb_array"``: ``size`` x ``size`` images from
+        ``camera_id``); pixel observations always render ``"rgb_array"``
     :return: the wrapped environment
     """
     register_dmc_envs()
@@ -216,10 +219,11 @@ def make_dmc(
     if pending_view and delay is None:
         raise ValueError("pending_view=True shows the pending actions of an execution delay; pass delay= as well")
 
-    if obs == "pixels":
-        env = gym.make(
-            env_id, render_mode="rgb_array", render_kwargs={"height": size, "width": size, "camera_id": camera_id}
-        )
+    if obs == "pixels" and render_mode not in (None, "rgb_array"):
+        raise ValueError(f"obs='pixels' renders with render_mode='rgb_array', got render_mode={render_mode!r}")
+    render_kwargs = {"height": size, "width": size, "camera_id": camera_id}
+    if obs == "pixels" or render_mode is not None:
+        env = gym.make(env_id, render_mode=render_mode or "rgb_array", render_kwargs=render_kwargs)
     else:
         env = gym.make(env_id)
     env = ActionRepeat(Float32Action(env), action_repeat)

@@ -26,7 +26,7 @@ from delayzoo.wrappers.dmc import make_dmc, register_dmc_envs
 from delayzoo.wrappers.monitor import add_episode_monitor
 from delayzoo.zoo.errors import ZooError
 
-__all__ = ["DelaySettings", "check_env_id", "env_kind", "import_gym_packages", "make_zoo_env"]
+__all__ = ["DelaySettings", "add_delay", "check_env_id", "env_kind", "import_gym_packages", "make_zoo_env"]
 
 PROCESSES = ("constant", "random-walk", "iid")
 INIT_ACTIONS = ("noop", "random")
@@ -245,9 +245,13 @@ def make_zoo_env(
             factory_kwargs["obs"] = "pixels"
         return make_dmc(env_id, **factory_kwargs, **env_kwargs)
     env: gym.Env = gym.make(env_id, **env_kwargs)
-    env = add_episode_monitor(env, monitor)
-    if process is not None:
-        env = ExecutionDelay(env, process, init_action=settings.init_action)
-        if settings.pending_view:
-            env = PendingActionsObservation(env)
-    return env
+    return add_delay(add_episode_monitor(env, monitor), settings)
+
+
+def add_delay(env: gym.Env, settings: DelaySettings) -> gym.Env:
+    """``env`` under the :class:`~delayzoo.wrappers.ExecutionDelay` (and pending view) ``settings`` describe."""
+    process = settings.make_process()
+    if process is None:
+        return env
+    env = ExecutionDelay(env, process, init_action=settings.init_action)
+    return PendingActionsObservation(env) if settings.pending_view else env

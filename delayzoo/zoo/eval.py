@@ -39,15 +39,21 @@ from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.scores import atari_game, human_normalized
 
-__all__ = ["evaluate_model", "evaluate_run", "main", "make_eval_env"]
+__all__ = ["evaluate_model", "evaluate_run", "load_for_acting", "main", "make_eval_env"]
 
 _LOAD_WITHOUT_UNPICKLING = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
 """Saved training schedules are replaced instead of unpickled: evaluation does not need them."""
 
 
-def make_eval_env(run: Run, n_envs: int = 1) -> VecEnv:
-    """The run's env, rebuilt as it was trained, without monitor files and with frozen normalisation."""
-    wrapper = get_wrapper_class(run.config)
+def make_eval_env(run: Run, n_envs: int = 1, render_mode: str | None = None) -> VecEnv:
+    """The run's env, rebuilt as it was trained, without monitor files and with frozen normalisation.
+
+    :param run: the run
+    :param n_envs: envs side by side
+    :param render_mode: ``"human"`` or ``"rgb_array"`` to render (``enjoy``, ``record_video``), ``None``: no rendering
+    """
+    wrapper = get_wrapper_class({"env_wrapper": run.env_wrappers()})
+    env_kwargs = run.env_kwargs() if render_mode is None else {**run.env_kwargs(), "render_mode": render_mode}
     makers = [
         partial(
             make_ranked_env,
@@ -56,7 +62,7 @@ def make_eval_env(run: Run, n_envs: int = 1) -> VecEnv:
             None,
             bool(run.args.get("pixels", False)),
             wrapper,
-            run.env_kwargs(),
+            env_kwargs,
             None,
         )
         for _ in range(n_envs)
@@ -68,6 +74,11 @@ def make_eval_env(run: Run, n_envs: int = 1) -> VecEnv:
         env.training = False
         env.norm_reward = False
     return stack_and_transpose(env, run.config.get("frame_stack"))
+
+
+def load_for_acting(algorithm: type[BaseAlgorithm], path: str | Path, device: str = "auto") -> BaseAlgorithm:
+    """A saved model, to act with: its training schedules are not unpickled (acting does not need them)."""
+    return algorithm.load(str(path), device=device, custom_objects=_LOAD_WITHOUT_UNPICKLING)
 
 
 def evaluate_model(model: BaseAlgorithm, env: VecEnv, seeds: Sequence[int], deterministic: bool) -> list[float]:
@@ -124,7 +135,7 @@ def evaluate_run(
     algorithm = load_algorithm(run.algo)
     models = run.checkpoints() if checkpoints == "all" else []
     if run.final_model.is_file():
-        final_steps = algorithm.load(str(run.final_model), device="cpu", custom_objects=_LOAD_WITHOUT_UNPICKLING).num_timesteps
+        final_steps = load_for_acting(algorithm, run.final_model, "cpu").num_timesteps
         models = [(steps, path) for steps, path in models if steps != final_steps] + [(final_steps, run.final_model)]
     if not models:
         raise ZooError(f"run {run.path} has no saved model (neither {run.final_model.name} nor checkpoints)")
@@ -135,7 +146,7 @@ def evaluate_run(
     rows = []
     try:
         for steps, path in sorted(models, key=lambda item: item[0]):
-            model = algorithm.load(str(path), device=device, custom_objects=_LOAD_WITHOUT_UNPICKLING)
+            model = load_for_acting(algorithm, path, device)
             rows.append((steps, evaluate_model(model, env, seeds, deterministic)))
     finally:
         env.close()

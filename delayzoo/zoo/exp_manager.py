@@ -7,6 +7,9 @@
   fallbacks, then from rl_zoo3's files for what ours do not cover (:mod:`delayzoo.zoo.hyperparams`); an entry's ``delay:`` mapping sets the delay, which the command-line
   delay flags override; the effective delay is written to ``args.yml`` and ``config.yml``;
 - envs are built by :func:`delayzoo.zoo.envs.make_zoo_env` (statistics at the base, delay on top);
+  ``config.yml`` lists :mod:`delayzoo.zoo.replay`'s entry first under ``env_wrapper``, so rl_zoo3's
+  ``enjoy`` and ``record_video`` replay the run under the same delay (or refuse, for ALE and DeepMind
+  Control runs);
 - every check runs before the log folder is created: hyperparameters the algorithm's constructor does
   not take, delay settings that contradict each other, a resume file of another algorithm or env; and
   if setting up still fails, the folders it created are removed, so nothing half-written stays;
@@ -39,6 +42,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecTranspose
 from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import find_entry
+from delayzoo.zoo.replay import replay_entry
 from delayzoo.zoo.runs import read_run_yaml
 
 __all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "stack_and_transpose"]
@@ -173,6 +177,10 @@ class DelayExperimentManager(ExperimentManager):
             setattr(self.args, name, value)
         saved_hyperparams = {name: hyperparams[name] for name in sorted(hyperparams)}
         saved_hyperparams["delay"] = record
+        entry = replay_entry(self.kind, self.delay)
+        if entry is not None:  # what rl_zoo3's enjoy and record_video need to replay the run (or refuse)
+            wrappers = hyperparams.get("env_wrapper") or []
+            saved_hyperparams["env_wrapper"] = [entry, *(wrappers if isinstance(wrappers, list) else [wrappers])]
         print(f"Execution delay: {self.delay.label()}")
         print("Hyperparameters:")
         pprint(saved_hyperparams)

@@ -21,6 +21,7 @@ from huggingface_sb3 import EnvironmentName
 
 from delayzoo.zoo.envs import DelaySettings
 from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.replay import is_replay_entry
 
 __all__ = ["Run", "find_runs", "read_monitor", "read_run_yaml", "select_run"]
 
@@ -128,6 +129,15 @@ class Run:
             pending_view=bool(self.args.get("pending_view", False)),
             init_action=self.args.get("init_action", "noop"),
         )
+
+    def env_wrappers(self) -> list[Any] | None:
+        """The ``env_wrapper`` entries of the YAML entry (``config.yml`` less the zoo's own replay entry)."""
+        wrappers = self.config.get("env_wrapper")
+        if wrappers is None:
+            return None
+        wrappers = wrappers if isinstance(wrappers, list) else [wrappers]
+        kept = [wrapper for wrapper in wrappers if not is_replay_entry(wrapper)]
+        return kept or None
 
     def env_kwargs(self) -> dict[str, Any]:
         """The keywords the run's envs were made with (command line first, then the YAML entry)."""

@@ -1,0 +1,71 @@
+"""How a zoo run tells tools that replay it from its ``config.yml`` (rl_zoo3's ``enjoy`` and
+``record_video``) to rebuild its execution delay, or to refuse.
+
+rl_zoo3's tools make a run's env as ``gym.make(env id, **env_kwargs)`` -> ``Monitor`` -> the wrappers
+listed under ``env_wrapper`` in ``config.yml``. The zoo writes one more entry first in that list
+(:func:`replay_entry`):
+
+- plain Gymnasium envs under a delay: :func:`replay_zoo_stack` with the run's delay settings, which
+  puts the same :class:`~delayzoo.wrappers.ExecutionDelay` (and pending view) over the env, so the
+  agent plays under the delay it was trained with instead of none;
+- ALE and ``dm_control/`` envs, made by delayzoo's factories (frame skip, resizing, action repeat,
+  life loss...) that these tools do not rebuild: :data:`FACTORY_ENV`, a name whose look-up raises a
+  ``ValueError`` saying to use ``python -m delayzoo.zoo.enjoy``, before any env is made.
+
+The zoo's own ``eval``, ``enjoy`` and ``record_video`` rebuild the env from ``args.yml`` and skip
+these entries (:meth:`delayzoo.zoo.runs.Run.env_wrappers`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from delayzoo.zoo.envs import DelaySettings, add_delay
+
+__all__ = ["FACTORY_ENV", "REPLAY_STACK", "is_replay_entry", "replay_entry", "replay_zoo_stack"]
+
+REPLAY_STACK = f"{__name__}.replay_zoo_stack"
+"""The ``env_wrapper`` name of :func:`replay_zoo_stack`."""
+FACTORY_ENV = f"{__name__}.factory_env"
+"""The ``env_wrapper`` name written for ALE and DeepMind Control runs: looking it up raises."""
+
+
+def replay_zoo_stack(env: gym.Env, **delay: Any) -> gym.Env:
+    """Put a zoo run's execution delay over the env a replay tool made (``Monitor(gym.make(env id))``).
+
+    :param env: the env the tool made
+    :param delay: the run's :class:`~delayzoo.zoo.envs.DelaySettings` fields (``delay``, ``process``, ``p``, ...)
+    :return: the env under the run's delay wrappers
+    """
+    return add_delay(env, DelaySettings.from_dict(delay, "the env_wrapper entry of the run's config.yml"))
+
+
+def replay_entry(kind: str, delay: DelaySettings) -> dict[str, Any] | None:
+    """The ``env_wrapper`` entry a run's ``config.yml`` lists first, or ``None`` when none is needed.
+
+    :param kind: the run's :func:`~delayzoo.zoo.envs.env_kind`
+    :param delay: the run's delay settings
+    """
+    if kind != "gym":
+        return {FACTORY_ENV: {"kind": kind}}
+    if delay.delay is None:
+        return None
+    return {REPLAY_STACK: delay.to_record()}
+
+
+def is_replay_entry(wrapper: Any) -> bool:
+    """Whether an ``env_wrapper`` entry is one the zoo wrote (see the module docstring)."""
+    name = next(iter(wrapper)) if isinstance(wrapper, dict) and len(wrapper) == 1 else wrapper
+    return name in (REPLAY_STACK, FACTORY_ENV)
+
+
+def __getattr__(name: str) -> Any:
+    if name == FACTORY_ENV.rsplit(".", 1)[1]:
+        raise ValueError(
+            "this zoo run's env was made by delayzoo's make_atari / make_dmc (with its execution delay), which "
+            "this tool does not rebuild; replay the run with python -m delayzoo.zoo.enjoy (or "
+            "delayzoo.zoo.record_video, delayzoo.zoo.eval), which take the same flags"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
