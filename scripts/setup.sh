@@ -11,5 +11,5 @@ PYTHON=${PYTHON:-python3}
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -c "import torch" 2>/dev/null || "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
-"$VENV/bin/python" -m pip install -q -e ".[test]"
+"$VENV/bin/python" -m pip install -q -e ".[test,zoo]"
 echo "delayzoo installed in $VENV ($("$VENV/bin/python" -c 'import delayzoo, torch; print("delayzoo", delayzoo.__version__, "torch", torch.__version__)'))"

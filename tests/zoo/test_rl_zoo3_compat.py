@@ -1,7 +1,9 @@
-"""The zoo as rl_zoo3 users expect: --gym-packages, --vec-env subproc, -uuid runs, monitor_kwargs, normalisation."""
+"""The zoo as rl_zoo3 users expect: --gym-packages, --vec-env subproc, -uuid runs, monitor_kwargs,
+normalisation with the pending view, -optimize."""
 
 from __future__ import annotations
 
+import configparser
 import csv
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 from delayzoo.zoo import cli, plot, train
 from delayzoo.zoo.eval import make_eval_env
 from delayzoo.zoo.runs import find_runs, select_run
-from tests.zoo.helpers import saved_steps
+from tests.zoo.helpers import REPO, saved_steps
 
 ENV = "DelayzooSuccess-v0"
 
@@ -90,3 +92,20 @@ def test_pending_view_with_a_normalised_entry_normalises_only_the_observation(en
             obs, *_ = env.step([env.action_space.sample()])
     finally:
         env.close()
+
+
+def test_the_zoo_extra_brings_what_optimize_and_plot_need_and_setup_installs_it():
+    config = configparser.ConfigParser()
+    config.read(REPO / "setup.cfg")
+    zoo = config["options.extras_require"]["zoo"].split()
+    assert {requirement.split(">")[0] for requirement in zoo} >= {"pandas", "optuna"}
+    assert '-e ".[test,zoo]"' in (REPO / "scripts/setup.sh").read_text()
+
+
+def test_optimize_runs_its_trials_and_writes_the_report(tmp_path):
+    argv = ["--algo", "dqn", "--env", "CartPole-v1", "-n", "200", "-optimize", "--n-trials", "2", "--n-jobs", "1",
+            "--sampler", "random", "--pruner", "none", "--eval-episodes", "1", "--n-evaluations", "1",
+            "--num-threads", "1", "-f", str(tmp_path / "logs"), "--delay", "1"]
+    assert train.main(argv) == 0
+    reports = sorted(path.suffix for path in (tmp_path / "logs/dqn").glob("report_CartPole-v1_2-trials-*"))
+    assert reports == [".csv", ".pkl"]  # written with pandas, after the trials
