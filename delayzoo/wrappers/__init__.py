@@ -1,6 +1,15 @@
-"""Gymnasium wrappers: execution delays, the pending-action view, life loss and env factories."""
+"""Gymnasium wrappers: execution delays, the pending-action view, life loss and env factories.
 
-from delayzoo.wrappers.atari import MaxPoolFrameSkip, NoopReset, make_atari
+The wrappers need only Gymnasium and NumPy. The factories and the monitor are loaded when first used
+(``from delayzoo.wrappers import make_atari`` imports ``ale_py``; ``EpisodeMonitor`` imports
+Stable-Baselines3, so torch), so that importing the wrappers stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from delayzoo.wrappers.delay import (
     ActionQueue,
     ConstantDelay,
@@ -9,10 +18,26 @@ from delayzoo.wrappers.delay import (
     IIDDelay,
     RandomWalkDelay,
 )
-from delayzoo.wrappers.dmc import ActionRepeat, FlattenProprio, Float32Action, RenderedPixels, make_dmc
 from delayzoo.wrappers.life import EpisodicLife, LifeLossInfo
-from delayzoo.wrappers.monitor import EpisodeMonitor
 from delayzoo.wrappers.pending import PendingActionsObservation, find_execution_delay
+
+if TYPE_CHECKING:
+    from delayzoo.wrappers.atari import MaxPoolFrameSkip, NoopReset, make_atari
+    from delayzoo.wrappers.dmc import ActionRepeat, FlattenProprio, Float32Action, RenderedPixels, make_dmc
+    from delayzoo.wrappers.monitor import EpisodeMonitor
+
+_LAZY = {
+    "MaxPoolFrameSkip": "atari",
+    "NoopReset": "atari",
+    "make_atari": "atari",
+    "ActionRepeat": "dmc",
+    "FlattenProprio": "dmc",
+    "Float32Action": "dmc",
+    "RenderedPixels": "dmc",
+    "make_dmc": "dmc",
+    "EpisodeMonitor": "monitor",
+}
+"""Public names loaded on first use, and their module."""
 
 __all__ = [
     "ActionQueue",
@@ -35,3 +60,15 @@ __all__ = [
     "make_atari",
     "make_dmc",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
