@@ -102,9 +102,11 @@ def main() -> None:
         f"({sum(p.numel() for p in network.parameters()) / 1e6:.2f} M parameters), device={device}, "
         f"threads={args.threads}, ctree compiled={delayzoo.ctree.HAS_CTREE}"
     )
-    print(f"  {args.decisions} batched decisions in {total:.2f} s: {args.decisions * args.envs / total:.1f} env decisions/s "
+    rate = args.decisions * args.envs / total
+    print(f"  {args.decisions} batched decisions in {total:.2f} s: {rate:.1f} env decisions/s "
           f"({total / args.decisions * 1000:.0f} ms per batched decision)")
-    print(f"  network {100 * network_s / total:.1f}%  tree {100 * tree_s / total:.1f}%  other {100 * other / total:.1f}%")
+    shares = f"network {100 * network_s / total:.1f}%  tree {100 * tree_s / total:.1f}%"
+    print(f"  {shares}  other {100 * other / total:.1f}%")
 
 
 if __name__ == "__main__":

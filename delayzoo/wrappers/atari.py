@@ -72,11 +72,12 @@ class MaxPoolFrameSkip(gym.Wrapper[np.ndarray, ActType, np.ndarray, ActType], gy
             before_last, last = last, obs
             if terminated or truncated:
                 break
+        assert last is not None  # skip >= 1
         pooled = last if before_last is None else np.maximum(before_last, last)
         return pooled, total_reward, terminated, truncated, info
 
 
-class NoopReset(gym.Wrapper[np.ndarray, ActType, np.ndarray, ActType], gym.utils.RecordConstructorArgs):
+class NoopReset(gym.Wrapper[np.ndarray, int, np.ndarray, int], gym.utils.RecordConstructorArgs):
     """Start every game with a random number (1 to ``noop_max``) of no-op steps.
 
     The number is drawn from the env's seeded generator, so ``reset(seed=...)`` stays reproducible.
@@ -94,12 +95,12 @@ class NoopReset(gym.Wrapper[np.ndarray, ActType, np.ndarray, ActType], gym.utils
     :param noop_max: the largest number of no-op steps
     """
 
-    def __init__(self, env: gym.Env[np.ndarray, ActType], noop_max: int = 30) -> None:
+    def __init__(self, env: gym.Env[np.ndarray, int], noop_max: int = 30) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
         gym.Wrapper.__init__(self, env)
         self.noop_max = _check_int(noop_max, "noop_max", 1)
-        meanings = env.unwrapped.get_action_meanings()
-        if meanings[0] != "NOOP":
+        meanings: list[str] = getattr(env.unwrapped, "get_action_meanings", list)()
+        if not meanings or meanings[0] != "NOOP":
             raise ValueError(f"NoopReset needs action 0 to be NOOP, got action meanings {meanings}")
 
     def reset(
@@ -173,7 +174,7 @@ def make_atari(
     noop_max = _check_int(defaults["noop_max"] if noop_max is None else noop_max, "noop_max", 0)
     max_frames = _check_int(max_frames, "max_frames", 1)
     sticky = defaults["repeat_action_probability"] if repeat_action_probability is None else repeat_action_probability
-    if isinstance(sticky, bool) or not isinstance(sticky, numbers.Real) or not 0.0 <= sticky <= 1.0:
+    if isinstance(sticky, bool) or not isinstance(sticky, numbers.Real) or not 0.0 <= float(sticky) <= 1.0:
         raise ValueError(f"repeat_action_probability must be a probability in [0, 1], got {sticky!r}")
     episodic_life = defaults["episodic_life"] if episodic_life is None else episodic_life
     if pending_view and delay is None:

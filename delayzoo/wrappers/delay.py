@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import numbers
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, SupportsFloat, Union, runtime_checkable
+from typing import Any, Protocol, SupportsFloat, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -99,9 +99,11 @@ class RandomWalkDelay:
             raise ValueError(f"min_delay must not exceed max_delay, got min_delay={min_delay} > max_delay={max_delay}")
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) <= 0.5:
             raise ValueError(f"p must be a probability in [0, 0.5] (p of -1 and p of +1), got p={p!r}")
-        self.p = float(p)
-        self.start = self.max_delay if start is None else _check_int(start, "start", self.min_delay, self.max_delay)
-        self._delay = self.start
+        self.p: float = float(p)
+        if start is not None:
+            start = _check_int(start, "start", self.min_delay, self.max_delay)
+        self.start: int = self.max_delay if start is None else start
+        self._delay: int = self.start
 
     def reset(self, rng: np.random.Generator) -> int:
         self._delay = self.start
@@ -116,7 +118,9 @@ class RandomWalkDelay:
         return self._delay
 
     def __repr__(self) -> str:
-        return f"RandomWalkDelay(max_delay={self.max_delay}, p={self.p}, min_delay={self.min_delay}, start={self.start})"
+        return (
+            f"RandomWalkDelay(max_delay={self.max_delay}, p={self.p}, min_delay={self.min_delay}, start={self.start})"
+        )
 
 
 class IIDDelay:
@@ -200,7 +204,7 @@ class ActionQueue:
         return self._schedule[:horizon].copy()
 
 
-InitAction = Union[str, Any, Callable[[Any], Any]]
+InitAction = str | Any | Callable[[Any], Any]
 
 
 class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -229,16 +233,17 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def __init__(self, env: gym.Env, delay: int | DelayProcess, init_action: InitAction = "noop") -> None:
         gym.utils.RecordConstructorArgs.__init__(self, delay=delay, init_action=init_action)
         gym.Wrapper.__init__(self, env)
-        if isinstance(delay, numbers.Integral) or isinstance(delay, (float, bool, np.floating)):
-            delay = ConstantDelay(delay)
+        process: Any = delay
+        if isinstance(process, (numbers.Integral, float, bool, np.floating)):
+            process = ConstantDelay(process)  # type: ignore[arg-type]  # it raises, naming the value, for non-integers
         for attribute in ("max_delay", "reset", "step"):
-            if not hasattr(delay, attribute):
+            if not hasattr(process, attribute):
                 raise TypeError(
                     f"delay must be an int or a delay process with max_delay, reset(rng) and step(rng); "
-                    f"{delay!r} has no {attribute!r}"
+                    f"{process!r} has no {attribute!r}"
                 )
-        self.delay_process: DelayProcess = copy.deepcopy(delay)
-        self.max_delay = _check_int(delay.max_delay, "delay process max_delay")
+        self.delay_process: DelayProcess = copy.deepcopy(process)
+        self.max_delay = _check_int(process.max_delay, "delay process max_delay")
         self._action_dtype, self._action_shape = self._describe(env.action_space)
         self._init_action = self._check_init_action(init_action)
         self.queue = ActionQueue(self.max_delay, self._action_shape, self._action_dtype)
@@ -250,7 +255,7 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
     @staticmethod
     def _describe(space: spaces.Space) -> tuple[np.dtype, tuple[int, ...]]:
         if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.Box)):
-            return np.dtype(space.dtype), tuple(space.shape)
+            return np.dtype(space.dtype), tuple(space.shape or ())
         raise TypeError(
             f"ExecutionDelay supports Discrete, MultiDiscrete and Box action spaces, got {space}"
         )
@@ -341,4 +346,7 @@ def _copy_space(space: spaces.Space) -> spaces.Space:
         return spaces.Discrete(int(space.n), start=int(space.start))
     if isinstance(space, spaces.MultiDiscrete):
         return spaces.MultiDiscrete(space.nvec, dtype=space.dtype, start=space.start)
-    return spaces.Box(space.low, space.high, dtype=space.dtype)
+    if isinstance(space, spaces.Box):
+        dtype: Any = space.dtype
+        return spaces.Box(space.low, space.high, dtype=dtype)
+    raise TypeError(f"ExecutionDelay supports Discrete, MultiDiscrete and Box action spaces, got {space}")

@@ -13,6 +13,7 @@ The stack :func:`make_dmc` builds, from the simulator up::
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any, SupportsFloat
@@ -79,7 +80,7 @@ class FlattenProprio(gym.ObservationWrapper[np.ndarray, ActType, dict], gym.util
         if not isinstance(space, spaces.Dict) or not all(isinstance(s, spaces.Box) for s in space.values()):
             raise TypeError(f"FlattenProprio needs a Dict of Box observations, got {space}")
         self._keys = list(space.keys())
-        size = sum(int(np.prod(space[key].shape)) for key in self._keys)
+        size = sum(math.prod(space[key].shape or ()) for key in self._keys)
         self.observation_space = spaces.Box(-np.inf, np.inf, (size,), dtype=np.float32)
 
     def observation(self, observation: dict) -> np.ndarray:

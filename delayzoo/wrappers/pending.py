@@ -40,10 +40,10 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
     - ``"observation"``: the env's observation, unchanged (observations are never delayed);
     - ``"pending_actions"``: the actions that will be executed before the next decision takes effect,
       padded to ``max_delay`` entries with 0 beyond the current delay (at ``max_delay=0`` one entry,
-      always 0: SB3's policies cannot take empty vectors, so the space keeps a constant slot). Discrete actions are stored
-      as their index in the space (``action - start``) in a ``MultiDiscrete``; ``MultiDiscrete``
-      and ``Box`` actions are flattened, oldest first, into one 1-D ``MultiDiscrete`` or ``Box``
-      (SB3 policies take 1-D vectors);
+      always 0: SB3's policies cannot take empty vectors, so the space keeps a constant slot).
+      Discrete actions are stored as their index in the space (``action - start``) in a
+      ``MultiDiscrete``; ``MultiDiscrete`` and ``Box`` actions are flattened, oldest first, into one
+      1-D ``MultiDiscrete`` or ``Box`` (SB3 policies take 1-D vectors);
     - ``"delay"``: the delay of the next decision, ``Discrete(max_delay + 1)``.
 
     >>> from delayzoo.wrappers import ExecutionDelay
@@ -68,19 +68,26 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
         self.max_delay = delay_wrapper.max_delay
         action_space = delay_wrapper.action_space
         m = max(self.max_delay, 1)  # one constant slot at max_delay 0 keeps the space non-empty
+        start: np.ndarray
         if isinstance(action_space, spaces.Discrete):
             pending_space: spaces.Space = spaces.MultiDiscrete(np.full(m, action_space.n, dtype=np.int64))
             start = np.full(m, action_space.start, dtype=np.int64)
         elif isinstance(action_space, spaces.MultiDiscrete):
             pending_space = spaces.MultiDiscrete(np.tile(action_space.nvec.reshape(-1), m).astype(np.int64))
             start = np.tile(np.asarray(action_space.start, dtype=np.int64).reshape(-1), m)
-        else:
+        elif isinstance(action_space, spaces.Box):
             low = np.tile(np.minimum(action_space.low, 0).reshape(-1), m)
             high = np.tile(np.maximum(action_space.high, 0).reshape(-1), m)
-            pending_space = spaces.Box(low, high, dtype=action_space.dtype)
+            dtype: Any = action_space.dtype
+            pending_space = spaces.Box(low, high, dtype=dtype)
             start = np.zeros(0)
+        else:  # ExecutionDelay accepts no other kind
+            raise TypeError(
+                f"PendingActionsObservation supports Discrete, MultiDiscrete and Box actions, got {action_space}"
+            )
         self._start: np.ndarray | None = start if start.any() else None
-        self._pending_space = pending_space
+        self._pending_shape: tuple[int, ...] = tuple(pending_space.shape or ())
+        self._pending_dtype = np.dtype(pending_space.dtype)
         self.observation_space = spaces.Dict(
             {
                 "observation": env.observation_space,
@@ -91,7 +98,7 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
 
     def observation(self, observation: Any) -> dict[str, Any]:
         pending = self.delay_wrapper.pending_actions()
-        padded = np.zeros(self._pending_space.shape, dtype=self._pending_space.dtype)
+        padded = np.zeros(self._pending_shape, dtype=self._pending_dtype)
         size = pending.size
         if size:
             padded[:size] = pending.reshape(-1)

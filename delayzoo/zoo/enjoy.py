@@ -100,7 +100,12 @@ def enjoy(
         state = None
         episode_start = np.ones(env.num_envs, dtype=bool)
         for _ in range(n_timesteps):
-            action, state = model.predict(obs, state=state, episode_start=episode_start, deterministic=deterministic)
+            action, state = model.predict(
+                obs,  # type: ignore[arg-type]  # a VecEnv's observations: arrays or dicts of arrays
+                state=state,
+                episode_start=episode_start,
+                deterministic=deterministic,
+            )
             obs, _, episode_start, infos = env.step(action)
             for info in infos:
                 if "episode" in info:

@@ -148,9 +148,11 @@ class DelaySettings:
             return None
         if settings.process == "constant":
             return ConstantDelay(settings.delay)
+        min_delay = settings.min_delay or 0
         if settings.process == "random-walk":
-            return RandomWalkDelay(settings.delay, p=settings.p, min_delay=settings.min_delay)
-        return IIDDelay(list(range(settings.min_delay, settings.delay + 1)))
+            p = DEFAULT_P if settings.p is None else settings.p
+            return RandomWalkDelay(settings.delay, p=p, min_delay=min_delay)
+        return IIDDelay(list(range(min_delay, settings.delay + 1)))
 
     def to_record(self) -> dict[str, Any]:
         """Plain data for ``args.yml`` / ``config.yml``."""
@@ -172,10 +174,9 @@ class DelaySettings:
 
 def env_kind(env_id: str | EnvSpec) -> str:
     """``"atari"`` for ALE ids, ``"dmc"`` for ``dm_control/...`` ids, ``"gym"`` otherwise (ids or specs)."""
-    spec = env_id if isinstance(env_id, EnvSpec) else None
-    if (spec.id if spec else env_id).startswith("dm_control/"):
+    if (env_id.id if isinstance(env_id, EnvSpec) else env_id).startswith("dm_control/"):
         return "dmc"
-    entry_point = (spec or gym.spec(env_id)).entry_point
+    entry_point = (env_id if isinstance(env_id, EnvSpec) else gym.spec(env_id)).entry_point
     if isinstance(entry_point, str):
         return "atari" if entry_point.startswith("ale_py") else "gym"
     return "atari" if getattr(entry_point, "__module__", "").startswith("ale_py") else "gym"
@@ -228,10 +229,9 @@ def make_zoo_env(
     process = settings.make_process()
     kind = env_kind(env_id)
     monitor = {**(monitor_kwargs or {}), "filename": monitor_file}
-    if isinstance(env_id, EnvSpec) and kind != "gym":
-        env_id = env_id.id  # the factories look ALE and dm_control ids up themselves
+    name = env_id.id if isinstance(env_id, EnvSpec) else env_id  # the factories look ALE and dm_control ids up
     if pixels and kind != "dmc":
-        raise ZooError(f"--pixels applies to dm_control/ ids, not to {env_id!r}")
+        raise ZooError(f"--pixels applies to dm_control/ ids, not to {name!r}")
     if kind in ("atari", "dmc"):
         factory_kwargs: dict[str, Any] = dict(
             delay=process,
@@ -240,10 +240,10 @@ def make_zoo_env(
             monitor=monitor,
         )
         if kind == "atari":
-            return make_atari(env_id, **factory_kwargs, **env_kwargs)
+            return make_atari(name, **factory_kwargs, **env_kwargs)
         if pixels:
             factory_kwargs["obs"] = "pixels"
-        return make_dmc(env_id, **factory_kwargs, **env_kwargs)
+        return make_dmc(name, **factory_kwargs, **env_kwargs)
     env: gym.Env = gym.make(env_id, **env_kwargs)
     return add_delay(add_episode_monitor(env, monitor), settings)
 

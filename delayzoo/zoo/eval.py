@@ -9,7 +9,8 @@ takes the latest run of ``ppo`` on ``CartPole-v1`` under ``logs/`` (``--exp-id``
 settings, frame stack, normalisation statistics), plays ``-n`` episodes with seeds ``--seed``,
 ``--seed + 1``, ... with each saved model (the ``rl_model_<steps>_steps.zip`` checkpoints and the final
 model; ``--checkpoints last``: the final model only), and writes
-``<log folder>/eval_result/<algo>/<run>.csv``: a header ``step,episode_0,...`` and one row per model. Episodes are whole games (for Atari: all lives). It prints the mean and median per model
+``<log folder>/eval_result/<algo>/<run>.csv``: a header ``step,episode_0,...`` and one row per model.
+Episodes are whole games (for Atari: all lives). It prints the mean and median per model
 and, for the Atari 100k games, the human-normalised score of the mean.
 
 ``--n-envs K`` plays K episodes side by side, which batches the searches of DelayedEZ (much faster).
@@ -23,10 +24,11 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 from rl_zoo3.utils import get_wrapper_class
 from stable_baselines3.common.base_class import BaseAlgorithm
@@ -54,7 +56,7 @@ def make_eval_env(run: Run, n_envs: int = 1, render_mode: str | None = None) -> 
     """
     wrapper = get_wrapper_class({"env_wrapper": run.env_wrappers()})
     env_kwargs = run.env_kwargs() if render_mode is None else {**run.env_kwargs(), "render_mode": render_mode}
-    makers = [
+    makers: list[Callable[[], gym.Env]] = [
         partial(
             make_ranked_env,
             run.env_id,
@@ -100,7 +102,12 @@ def evaluate_model(model: BaseAlgorithm, env: VecEnv, seeds: Sequence[int], dete
         episode_start = np.ones(env.num_envs, dtype=bool)
         results: list[float | None] = [None] * len(batch)
         while any(result is None for result in results):
-            action, state = model.predict(obs, state=state, episode_start=episode_start, deterministic=deterministic)
+            action, state = model.predict(
+                obs,  # type: ignore[arg-type]  # a VecEnv's observations: arrays or dicts of arrays
+                state=state,
+                episode_start=episode_start,
+                deterministic=deterministic,
+            )
             obs, _, dones, infos = env.step(action)
             episode_start = dones
             for index, info in enumerate(infos[: len(batch)]):

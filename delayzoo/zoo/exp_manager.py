@@ -4,8 +4,9 @@
 ``save_trained_model``) and changes what the zoo needs:
 
 - hyperparameters come from our ``delayzoo/hyperparams/`` files, with presets and DeepMind Control
-  fallbacks, then from rl_zoo3's files for what ours do not cover (:mod:`delayzoo.zoo.hyperparams`); an entry's ``delay:`` mapping sets the delay, which the command-line
-  delay flags override; the effective delay is written to ``args.yml`` and ``config.yml``;
+  fallbacks, then from rl_zoo3's files for what ours do not cover (:mod:`delayzoo.zoo.hyperparams`);
+  an entry's ``delay:`` mapping sets the delay, which the command-line delay flags override; the
+  effective delay is written to ``args.yml`` and ``config.yml``;
 - envs are built by :func:`delayzoo.zoo.envs.make_zoo_env` (statistics at the base, delay on top);
   ``config.yml`` lists :mod:`delayzoo.zoo.replay`'s entry first under ``env_wrapper``, so rl_zoo3's
   ``enjoy`` and ``record_video`` replay the run under the same delay (or refuse, for ALE and DeepMind
@@ -25,10 +26,11 @@ import json
 import os
 import shutil
 import zipfile
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from pprint import pprint
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
@@ -83,7 +85,9 @@ def make_ranked_env(
     monitor_kwargs: dict[str, Any] | None = None,
 ) -> gym.Env:
     """One env of a vector env: :func:`make_zoo_env`, its action space seeded, the YAML's ``env_wrapper`` on top."""
-    env = make_zoo_env(env_id, delay, monitor_file=monitor_file, pixels=pixels, monitor_kwargs=monitor_kwargs, **env_kwargs)
+    env = make_zoo_env(
+        env_id, delay, monitor_file=monitor_file, pixels=pixels, monitor_kwargs=monitor_kwargs, **env_kwargs
+    )
     if action_seed is not None:
         env.action_space.seed(action_seed)
     return env if wrapper is None else wrapper(env)
@@ -97,7 +101,10 @@ def stack_and_transpose(env: VecEnv, frame_stack: int | None, verbose: int = 0) 
             print(f"Stacking {frame_stack} frames")
     space = env.observation_space
     parts = space.spaces.values() if isinstance(space, gym.spaces.Dict) else [space]
-    if any(is_image_space(part) and not is_image_space_channels_first(part) for part in parts):
+    if any(
+        isinstance(part, gym.spaces.Box) and is_image_space(part) and not is_image_space_channels_first(part)
+        for part in parts
+    ):
         env = VecTransposeImage(env)
     return env
 
@@ -177,10 +184,10 @@ class DelayExperimentManager(ExperimentManager):
             setattr(self.args, name, value)
         saved_hyperparams = {name: hyperparams[name] for name in sorted(hyperparams)}
         saved_hyperparams["delay"] = record
-        entry = replay_entry(self.kind, self.delay)
-        if entry is not None:  # what rl_zoo3's enjoy and record_video need to replay the run (or refuse)
+        replay = replay_entry(self.kind, self.delay)
+        if replay is not None:  # what rl_zoo3's enjoy and record_video need to replay the run (or refuse)
             wrappers = hyperparams.get("env_wrapper") or []
-            saved_hyperparams["env_wrapper"] = [entry, *(wrappers if isinstance(wrappers, list) else [wrappers])]
+            saved_hyperparams["env_wrapper"] = [replay, *(wrappers if isinstance(wrappers, list) else [wrappers])]
         print(f"Execution delay: {self.delay.label()}")
         print("Hyperparameters:")
         pprint(saved_hyperparams)

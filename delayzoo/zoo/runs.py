@@ -34,15 +34,17 @@ class _RunLoader(yaml.SafeLoader):
     """A safe YAML loader that also reads the ordered dicts and tuples rl_zoo3 writes (as plain data)."""
 
 
-def _ordered_dict(loader: yaml.SafeLoader, node: yaml.Node) -> dict[Any, Any]:
+def _ordered_dict(loader: yaml.SafeLoader, node: Any) -> dict[Any, Any]:
     pairs = loader.construct_sequence(node.value[0], deep=True) if node.value else []
     return {key: value for key, value in pairs}
 
 
 _RunLoader.add_constructor("tag:yaml.org,2002:python/object/apply:collections.OrderedDict", _ordered_dict)
-_RunLoader.add_constructor(
-    "tag:yaml.org,2002:python/tuple", lambda loader, node: tuple(loader.construct_sequence(node, deep=True))
-)
+def _tuple(loader: yaml.SafeLoader, node: Any) -> tuple[Any, ...]:
+    return tuple(loader.construct_sequence(node, deep=True))
+
+
+_RunLoader.add_constructor("tag:yaml.org,2002:python/tuple", _tuple)
 
 
 def read_run_yaml(path: str | Path) -> dict[str, Any]:

@@ -82,12 +82,12 @@ def _peek_parser() -> argparse.ArgumentParser:
 def _zoo_rl_zoo3(options: ZooOptions, argv: list[str], prog: str) -> Iterator[None]:
     """rl_zoo3's ``train`` with our experiment manager and ``prog argv...`` as its command line."""
     manager, saved_argv = rl_zoo3.train.ExperimentManager, sys.argv
-    rl_zoo3.train.ExperimentManager = partial(DelayExperimentManager, zoo=options)
+    rl_zoo3.train.ExperimentManager = partial(DelayExperimentManager, zoo=options)  # type: ignore[misc,assignment]
     sys.argv = [prog, *argv]
     try:
         yield
     finally:
-        rl_zoo3.train.ExperimentManager, sys.argv = manager, saved_argv
+        rl_zoo3.train.ExperimentManager, sys.argv = manager, saved_argv  # type: ignore[misc]
 
 
 def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:

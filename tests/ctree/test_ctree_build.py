@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import delayzoo.ctree
-from delayzoo.ctree import _ctree, ptree
+from delayzoo.ctree import _ctree
 
 REPO = Path(__file__).resolve().parents[2]
 

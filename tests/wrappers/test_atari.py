@@ -149,7 +149,7 @@ def test_frame_skip_stops_at_game_end_and_pools_the_last_two_frames_seen(skip, e
 def test_game_is_truncated_after_max_frames():
     env = make_atari("ALE/Breakout-v5", max_frames=400)
     env.reset(seed=0)
-    for step in range(1, 101):
+    for step in range(1, 101):  # noqa: B007 (checked after the loop)
         _, _, terminated, truncated, info = env.step(NOOP)  # the ball is never served: no life is lost
         assert not terminated
         if truncated:

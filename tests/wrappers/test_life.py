@@ -78,7 +78,7 @@ def test_life_loss_is_flagged_exactly_where_the_emulator_lives_counter_drops():
     assert info["life_loss"] is False
     previous = env.unwrapped.ale.lives()
     flags, drops = [], []
-    for (_, _, terminated, truncated, info), lives in play(env):
+    for (_, _, terminated, truncated, info), lives in play(env):  # noqa: B007 (the last step is checked below)
         flags.append(info["life_loss"])
         drops.append(lives < previous)
         previous = lives
@@ -112,7 +112,7 @@ def test_episodic_life_ends_the_episode_on_a_life_loss_and_reset_continues_the_s
     episodes, lives_at_start = 0, []
     while True:
         lives_at_start.append(env.unwrapped.ale.lives())
-        for (obs, _, terminated, truncated, info), lives in play(env, seed=episodes):
+        for (obs, _, terminated, truncated, info), lives in play(env, seed=episodes):  # noqa: B007 (the last step is checked below)
             assert terminated == (info["life_loss"] or lives == 0)
         episodes += 1
         steps_before = counter.steps
@@ -137,7 +137,7 @@ def test_episodic_life_reset_with_seed_or_options_after_a_life_loss_starts_a_new
     counter = CountResets(breakout())
     env = EpisodicLife(counter)
     env.reset(seed=0)
-    for (_, _, terminated, _, info), lives in play(env):
+    for (_, _, terminated, _, info), lives in play(env):  # noqa: B007 (the last step is checked below)
         pass
     assert terminated and info["life_loss"] and lives == 4
     _, info = env.reset(**reset_kwargs)

@@ -59,7 +59,9 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | No
     return padded.permute(0, 2, 3, 1)[batch, rows, cols].permute(0, 3, 1, 2)
 
 
-def random_intensity(images: torch.Tensor, scale: float = 0.05, generator: torch.Generator | None = None) -> torch.Tensor:
+def random_intensity(
+    images: torch.Tensor, scale: float = 0.05, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Multiply each image by ``1 + scale * clip(N(0, 1), -2, 2)`` (EfficientZero's intensity augmentation)."""
     noise = torch.randn(images.shape[0], generator=generator, device="cpu").clamp(-2.0, 2.0).to(images.device)
     return images * (1.0 + scale * noise).view(-1, *([1] * (images.dim() - 1)))
@@ -240,7 +242,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
                 "use PWM for continuous actions"
             )
         if int(self.action_space.start) != 0:
-            raise ValueError(f"DelayedEZ needs a Discrete action space starting at 0, got start={self.action_space.start}")
+            raise ValueError(
+                f"DelayedEZ needs a Discrete action space starting at 0, got start={self.action_space.start}"
+            )
         delayed = env.env_is_wrapped(ExecutionDelay)
         with_view = env.env_is_wrapped(PendingActionsObservation)
         if any(d and not v for d, v in zip(delayed, with_view)):
@@ -399,7 +403,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         obs_tensor = obs_as_tensor(obs, self.device)
         return self.policy.act(obs_tensor, deterministic=False, add_noise=True, temperature=self._temperature())
 
-    def _store(self, actions: np.ndarray, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict]) -> None:
+    def _store(
+        self, actions: np.ndarray, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict]
+    ) -> None:
         assert self._writers is not None and self.replay_buffer is not None
         next_part = self._observation_part(new_obs)
         for env_index, writer in enumerate(self._writers):
@@ -456,7 +462,8 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         network = self.policy.network
         support = network.support
         optimizer = self.policy.optimizer
-        logs: dict[str, list[float]] = {k: [] for k in ("loss", "value_loss", "value_prefix_loss", "policy_loss", "consistency_loss")}
+        names = ("loss", "value_loss", "value_prefix_loss", "policy_loss", "consistency_loss")
+        logs: dict[str, list[float]] = {name: [] for name in names}
         for _ in range(gradient_steps):
             warmup = min(1.0, (self._n_updates + 1) / self.lr_warmup_steps) if self.lr_warmup_steps > 0 else 1.0
             lr = self.lr_schedule(self._current_progress_remaining) * warmup
@@ -506,7 +513,8 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
                 value_loss = value_loss + _categorical_loss(
                     value_logits, two_hot(h_transform(target_values[:, u + 1]), support)
                 ) * value_mask[:, u + 1]
-                policy_loss = policy_loss + _categorical_loss(policy_logits, target_policies[:, u + 1]) * policy_mask[:, u + 1]
+                policy_step = _categorical_loss(policy_logits, target_policies[:, u + 1]) * policy_mask[:, u + 1]
+                policy_loss = policy_loss + policy_step
                 if latent.requires_grad:
                     latent.register_hook(lambda grad: grad * 0.5)
                 if (u + 1) % self.lstm_horizon == 0:

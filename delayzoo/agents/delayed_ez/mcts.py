@@ -8,15 +8,15 @@ depth is a multiple of ``lstm_horizon`` (EfficientZero's ``lstm_horizon_len``), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, LSTMState
-
 import delayzoo.ctree
+from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, LSTMState
 
 __all__ = ["MCTS", "SearchOutput", "forecast_latents"]
 

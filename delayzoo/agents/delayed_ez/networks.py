@@ -245,7 +245,8 @@ class EfficientZeroNetwork(nn.Module):
             stem = [DownSample(in_channels, channels)]
         else:
             stem = [nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), nn.ReLU()]
-        self.representation = nn.Sequential(*stem, *[ResidualBlock(channels, channels) for _ in range(config.num_blocks)])
+        blocks = [ResidualBlock(channels, channels) for _ in range(config.num_blocks)]
+        self.representation = nn.Sequential(*stem, *blocks)
         with torch.no_grad():
             self.representation.eval()
             latent = self.representation(torch.zeros(1, *self.observation_shape))

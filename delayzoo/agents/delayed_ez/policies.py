@@ -40,7 +40,8 @@ def _observation_space(space: spaces.Space) -> spaces.Box:
     if isinstance(space, spaces.Dict):
         if "observation" not in space.spaces:
             raise ValueError(
-                f"a Dict observation needs an 'observation' key (as PendingActionsObservation gives), got keys {list(space.spaces)}"
+                "a Dict observation needs an 'observation' key (as PendingActionsObservation gives), "
+                f"got keys {list(space.spaces)}"
             )
         space = space.spaces["observation"]
     if not isinstance(space, spaces.Box):
@@ -166,7 +167,8 @@ class DelayedEZPolicy(BasePolicy):
 
     # ----------------------------------------------------------------- acting
     def split_observation(self, obs: PyTorchObs) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """``(observation, pending_actions, delay)`` from a batched observation (the last two ``None`` without delay)."""
+        """``(observation, pending_actions, delay)`` from a batched observation (the last two ``None`` without
+        delay)."""
         if isinstance(obs, dict):
             pending = obs.get("pending_actions")
             delay = obs.get("delay")
@@ -249,6 +251,7 @@ class MultiInputPolicy(DelayedEZPolicy):
     def _check_observation_space(self, observation_space: spaces.Space) -> None:
         if not isinstance(observation_space, spaces.Dict):
             raise ValueError(
-                f"MultiInputPolicy needs a Dict observation such as PendingActionsObservation's, got {observation_space}"
+                "MultiInputPolicy needs a Dict observation such as PendingActionsObservation's, "
+                f"got {observation_space}"
             )
         _observation_space(observation_space)

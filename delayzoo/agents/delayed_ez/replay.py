@@ -157,7 +157,12 @@ class GameWriter:
                 policies[step - self._segment_start] = policy
                 has_policy[step - self._segment_start] = True
         return GameSegment(
-            np.stack(self._observations), np.array(self._actions), np.array(self._rewards), policies, has_policy, terminated
+            np.stack(self._observations),
+            np.array(self._actions),
+            np.array(self._rewards),
+            policies,
+            has_policy,
+            terminated,
         )
 
 
@@ -297,7 +302,9 @@ class PrioritizedGameBuffer:
         buffer = cls(int(arrays["capacity"]), float(arrays["alpha"]), float(arrays["eps"]))
         for i in range(int(arrays["num_games"])):
             prefix = f"game{i}/"
-            keys = ("observations", "actions", "rewards", "policies", "has_policy", "terminated", "priorities", "start_id")
+            keys = (
+                "observations", "actions", "rewards", "policies", "has_policy", "terminated", "priorities", "start_id"
+            )
             game = GameSegment.from_arrays({key: arrays[prefix + key] for key in keys})
             buffer.games.append(game)
             buffer.num_transitions += len(game)

@@ -138,7 +138,8 @@ def test_saved_model_is_plain_data_and_loads_without_unpickling(tmp_path, tiny_m
     assert isinstance(loaded.policy.optimizer, torch.optim.Adam) and loaded.policy.optimizer.defaults["eps"] == 1e-5
     assert loaded.num_timesteps == 16 and loaded._n_updates == model._n_updates and loaded.learning_starts == 0
     torch.testing.assert_close(
-        loaded.policy.optimizer.state_dict()["state"][0]["exp_avg"], model.policy.optimizer.state_dict()["state"][0]["exp_avg"]
+        loaded.policy.optimizer.state_dict()["state"][0]["exp_avg"],
+        model.policy.optimizer.state_dict()["state"][0]["exp_avg"],
     )
     loaded.learn(8, reset_num_timesteps=False)
     assert loaded.num_timesteps == 24 and loaded._n_updates > model._n_updates
@@ -159,7 +160,8 @@ def test_saving_refuses_an_optimizer_outside_torch_optim(tmp_path, tiny_mlp, toy
     class MySGD(torch.optim.SGD):
         pass
 
-    model = DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp, optimizer_class=MySGD), **FAST)
+    policy_kwargs = dict(net_kwargs=tiny_mlp, optimizer_class=MySGD)
+    model = DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=policy_kwargs, **FAST)
     with pytest.raises(ValueError, match="torch.optim"):
         model.save(tmp_path / "dez.zip")
 

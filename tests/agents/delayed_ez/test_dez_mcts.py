@@ -115,7 +115,8 @@ def test_dirichlet_noise_only_when_asked():
             prepared.append((noise, noise_fraction))
             return super().prepare(value_prefix, policy_logits, noise, noise_fraction, legal_mask)
 
-    spy = SimpleNamespace(**{name: getattr(ptree, name) for name in ("MinMaxStatsList", "SearchResults", "batch_traverse", "batch_backpropagate")}, Roots=SpyRoots)
+    names = ("MinMaxStatsList", "SearchResults", "batch_traverse", "batch_backpropagate")
+    spy = SimpleNamespace(**{name: getattr(ptree, name) for name in names}, Roots=SpyRoots)
     mcts = MCTS(3, num_simulations=4, exploration_fraction=0.25, tree=spy)
     roots = torch.zeros(5, 2, dtype=torch.float64)
     mcts.search(PathNet(), roots, torch.zeros(5, 3), np.random.default_rng(0), add_noise=False)

@@ -8,7 +8,8 @@ def _game(rewards, terminated, num_actions=2, start_obs=0.0):
     length = len(rewards)
     obs = (start_obs + np.arange(length + 1, dtype=np.float32)).reshape(-1, 1)
     policies = np.tile(np.eye(num_actions, dtype=np.float32)[0], (length, 1))
-    return GameSegment(obs, np.arange(length) % num_actions, np.asarray(rewards), policies, np.ones(length, bool), terminated)
+    actions = np.arange(length) % num_actions
+    return GameSegment(obs, actions, np.asarray(rewards), policies, np.ones(length, bool), terminated)
 
 
 def test_search_policy_is_paired_with_the_observation_it_was_rooted_at():
