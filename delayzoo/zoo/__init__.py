@@ -2,5 +2,7 @@
 
 Command lines: ``python -m delayzoo.zoo.train`` (rl_zoo3's flags plus execution-delay flags),
 ``python -m delayzoo.zoo.eval`` (every checkpoint of a run into a CSV), ``python -m delayzoo.zoo.plot``
-(learning curves and the Atari 100k table), or ``delayzoo train|eval|plot``.
+(learning curves and the Atari 100k table), ``python -m delayzoo.zoo.enjoy`` and
+``python -m delayzoo.zoo.record_video`` (watch or record a trained agent under its run's delay), or
+``delayzoo train|eval|plot|enjoy|record_video``.
 """

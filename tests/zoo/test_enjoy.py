@@ -9,7 +9,7 @@ import pytest
 from gymnasium import spaces
 from rl_zoo3.utils import create_test_env, get_saved_hyperparams, get_wrapper_class
 
-from delayzoo.wrappers import PendingActionsObservation, RandomWalkDelay, find_execution_delay
+from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay, find_execution_delay
 from delayzoo.zoo import cli, enjoy, record_video, train
 from delayzoo.zoo.envs import DelaySettings
 from delayzoo.zoo.eval import make_eval_env
@@ -32,6 +32,10 @@ def delayed_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _check_stack(vec_env) -> None:
     env = vec_env.envs[0]
+    stack = [env]
+    while hasattr(stack[-1], "env"):
+        stack.append(stack[-1].env)
+    assert sum(isinstance(layer, ExecutionDelay) for layer in stack) == 1  # the delay, once
     process = find_execution_delay(env).delay_process
     assert isinstance(process, RandomWalkDelay) and (process.max_delay, process.p, process.min_delay) == (2, 0.2, 0)
     assert isinstance(env, PendingActionsObservation)
