@@ -26,12 +26,14 @@ import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rl_zoo3.utils import get_wrapper_class
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 
+from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.envs import check_env_id, env_kind
 from delayzoo.zoo.errors import ZooError
@@ -42,7 +44,12 @@ from delayzoo.zoo.scores import atari_game, human_normalized
 __all__ = ["evaluate_model", "evaluate_run", "main", "make_eval_env"]
 
 _LOAD_WITHOUT_UNPICKLING = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
-"""Saved training schedules are replaced instead of unpickled: evaluation does not need them."""
+"""Saved training schedules of Stable-Baselines3 models are replaced instead of unpickled: evaluation
+does not need them (our agents' files hold no pickles and are loaded as they are)."""
+
+
+def _custom_objects(algorithm: type[BaseAlgorithm]) -> dict[str, Any] | None:
+    return None if issubclass(algorithm, PlainSaveMixin) else _LOAD_WITHOUT_UNPICKLING
 
 
 def make_eval_env(run: Run, n_envs: int = 1) -> VecEnv:
@@ -124,7 +131,7 @@ def evaluate_run(
     algorithm = load_algorithm(run.algo)
     models = run.checkpoints() if checkpoints == "all" else []
     if run.final_model.is_file():
-        final_steps = algorithm.load(str(run.final_model), device="cpu", custom_objects=_LOAD_WITHOUT_UNPICKLING).num_timesteps
+        final_steps = algorithm.load(str(run.final_model), device="cpu", custom_objects=_custom_objects(algorithm)).num_timesteps
         models = [(steps, path) for steps, path in models if steps != final_steps] + [(final_steps, run.final_model)]
     if not models:
         raise ZooError(f"run {run.path} has no saved model (neither {run.final_model.name} nor checkpoints)")
@@ -135,7 +142,7 @@ def evaluate_run(
     rows = []
     try:
         for steps, path in sorted(models, key=lambda item: item[0]):
-            model = algorithm.load(str(path), device=device, custom_objects=_LOAD_WITHOUT_UNPICKLING)
+            model = algorithm.load(str(path), device=device, custom_objects=_custom_objects(algorithm))
             rows.append((steps, evaluate_model(model, env, seeds, deterministic)))
     finally:
         env.close()

@@ -33,6 +33,13 @@ from stable_baselines3.common.utils import FloatSchedule, obs_as_tensor, safe_me
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
+from delayzoo.agents.common.checks import (
+    check_finite_step,
+    check_gradient_steps,
+    check_learning_rate,
+    check_number,
+    warn_if_no_update,
+)
 from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.common.transforms import h_transform, two_hot
 from delayzoo.agents.delayed_ez.policies import ActOutput, CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
@@ -70,6 +77,27 @@ def _categorical_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
 
 
+def _check_hyperparameters(values: dict[str, Any]) -> None:
+    """Range checks of the constructor's numeric arguments (``values``: its ``locals()``)."""
+    check_learning_rate(values["learning_rate"])
+    for name, low in (
+        ("buffer_size", 1), ("learning_starts", 0), ("batch_size", 1), ("num_simulations", 1),
+        ("num_unroll_steps", 1), ("td_steps", 1), ("train_freq", 1), ("target_update_interval", 1),
+        ("lstm_horizon", 1), ("segment_length", 1), ("lr_warmup_steps", 0), ("stats_window_size", 1),
+    ):
+        check_number(name, values[name], low, integer=True)
+    check_gradient_steps(values["gradient_steps"])
+    check_number("auto_td_period", values["auto_td_period"], 1, integer=True, optional=True)
+    for name in ("reanalyze_ratio", "gamma", "exploration_fraction", "priority_beta"):
+        check_number(name, values[name], 0, 1)
+    for name in ("pb_c_base", "dirichlet_alpha", "max_grad_norm"):
+        check_number(name, values[name], 0, low_open=True)
+    check_number("visit_temperature", values["visit_temperature"], 0, low_open=True, optional=True)
+    for name in ("pb_c_init", "priority_alpha", "value_loss_coef", "reward_loss_coef", "policy_loss_coef",
+                 "consistency_loss_coef"):
+        check_number(name, values[name], 0)
+
+
 class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     """EfficientZero with a forward model over the pending actions (Delayed-EZ, ICLR 2024).
 
@@ -94,7 +122,8 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         delay-oblivious baseline)
     :param gamma: discount
     :param train_freq: env steps (per env) between rounds of updates
-    :param gradient_steps: updates per round
+    :param gradient_steps: updates per round; -1: as many as env steps collected in the round
+        (``train_freq * n_envs``, SB3's meaning)
     :param target_update_interval: updates between target-network refreshes
     :param lstm_horizon: value-prefix LSTM reset period (in model steps)
     :param pb_c_base: pUCT c2
@@ -121,6 +150,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     :param verbose: 0 silent, 1 info, 2 debug
     :param seed: seed of everything (envs, torch, replay sampling, search)
     :param device: "auto", "cpu" or "cuda"
+
+    Every numeric hyperparameter is range-checked here (``ValueError`` naming the value and the range);
+    a non-finite reward or observation stops learning with a ``ValueError`` naming the step and env.
     """
 
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
@@ -172,6 +204,7 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         device: torch.device | str = "auto",
         _init_setup_model: bool = True,
     ) -> None:
+        _check_hyperparameters(locals())
         super().__init__(
             policy,
             env,
@@ -184,16 +217,6 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
             support_multi_env=True,
             seed=seed,
         )
-        for name, value in (("batch_size", batch_size), ("num_simulations", num_simulations),
-                            ("num_unroll_steps", num_unroll_steps), ("td_steps", td_steps),
-                            ("buffer_size", buffer_size), ("train_freq", train_freq),
-                            ("target_update_interval", target_update_interval), ("lstm_horizon", lstm_horizon)):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if not 0.0 <= reanalyze_ratio <= 1.0:
-            raise ValueError(f"reanalyze_ratio must be in [0, 1], got {reanalyze_ratio}")
-        if not 0.0 < gamma <= 1.0:
-            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
         self.buffer_size = buffer_size
         self.learning_starts = learning_starts
         self.batch_size = batch_size
@@ -222,8 +245,6 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         self.policy_loss_coef = policy_loss_coef
         self.consistency_loss_coef = consistency_loss_coef
         self.augment = augment
-        if visit_temperature is not None and visit_temperature <= 0:
-            raise ValueError(f"visit_temperature must be > 0, got {visit_temperature}")
         self.visit_temperature = visit_temperature
         self.replay_buffer: PrioritizedGameBuffer | None = None
         self._writers: list[GameWriter] | None = None
@@ -359,6 +380,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
             total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
         )
         assert self.env is not None and self.replay_buffer is not None
+        check_finite_step(self.num_timesteps, self._last_obs)
+        warn_if_no_update(self.learning_starts, total_timesteps)
+        gradient_steps = self.gradient_steps if self.gradient_steps >= 0 else self.train_freq * self.n_envs
         if self._writers is None or reset_num_timesteps or len(self._writers) != self.n_envs:
             self._writers = [GameWriter(self.action_space.n, self.segment_length) for _ in range(self.n_envs)]
             first = self._observation_part(self._last_obs)
@@ -386,9 +410,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
                 self.num_timesteps >= self.learning_starts
                 and len(self.replay_buffer) > 0
                 and steps % self.train_freq == 0
-                and self.gradient_steps > 0
+                and gradient_steps > 0
             ):
-                self.train(self.gradient_steps, self.batch_size)
+                self.train(gradient_steps, self.batch_size)
             if log_interval and self._episode_num - episodes_logged >= log_interval:
                 episodes_logged = self._episode_num
                 self.dump_logs()
@@ -401,6 +425,7 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
 
     def _store(self, actions: np.ndarray, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict]) -> None:
         assert self._writers is not None and self.replay_buffer is not None
+        check_finite_step(self.num_timesteps, new_obs, rewards, infos)
         next_part = self._observation_part(new_obs)
         for env_index, writer in enumerate(self._writers):
             info = infos[env_index]
