@@ -98,6 +98,52 @@ def _check_hyperparameters(values: dict[str, Any]) -> None:
         check_number(name, values[name], 0)
 
 
+def _check_replay_arrays(arrays: Any, observation_space: spaces.Space, action_space: spaces.Discrete) -> None:
+    """Refuse a saved replay buffer whose counters or game shapes do not fit this model's spaces."""
+    space = observation_space["observation"] if isinstance(observation_space, spaces.Dict) else observation_space
+
+    def scalar(name: str, low: float) -> float:
+        if name not in arrays or arrays[name].shape != () or arrays[name].dtype.kind not in "iuf":
+            raise ValueError(f"replay buffer file does not fit this model: no number {name!r}")
+        value = arrays[name].item()
+        if not (np.isfinite(value) and value >= low):
+            raise ValueError(f"replay buffer file does not fit this model: {name}={value!r} is not >= {low}")
+        return value
+
+    scalar("capacity", 1)
+    stored = 0
+    num_games = int(scalar("num_games", 0))
+    for index in range(num_games):
+        prefix = f"game{index}/"
+        missing = [key for key in ("observations", "actions", "rewards", "policies", "has_policy", "terminated",
+                                   "priorities", "start_id") if prefix + key not in arrays]
+        if missing:
+            raise ValueError(f"replay buffer file does not fit this model: game {index} has no {missing}")
+        observations, actions = arrays[prefix + "observations"], arrays[prefix + "actions"]
+        length = len(actions)
+        expected = {
+            "observations": (length + 1, *space.shape), "actions": (length,), "rewards": (length,),
+            "policies": (length, int(action_space.n)), "has_policy": (length,), "priorities": (length,),
+        }
+        for key, shape in expected.items():
+            if arrays[prefix + key].shape != shape:
+                raise ValueError(
+                    f"replay buffer file does not fit this model: game {index} {key} has shape "
+                    f"{arrays[prefix + key].shape}, expected {shape} (observation space {space}, "
+                    f"{int(action_space.n)} actions)"
+                )
+        if observations.dtype.kind not in "iuf" or actions.dtype.kind not in "iu":
+            raise ValueError(f"replay buffer file does not fit this model: game {index} holds non-numeric arrays")
+        if length and not (0 <= actions.min() and actions.max() < action_space.n):
+            raise ValueError(f"replay buffer file does not fit this model: game {index} has actions outside {action_space}")
+        stored += length
+    if scalar("total_added", 0) < stored:
+        raise ValueError(
+            f"replay buffer file does not fit this model: total_added={arrays['total_added']} is below the "
+            f"{stored} transitions it holds"
+        )
+
+
 class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     """EfficientZero with a forward model over the pending actions (Delayed-EZ, ICLR 2024).
 
@@ -330,6 +376,7 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         :param path: file path or readable binary file
         """
         with np.load(path, allow_pickle=False) as arrays:
+            _check_replay_arrays(arrays, self.observation_space, self.action_space)
             self.replay_buffer = PrioritizedGameBuffer.from_arrays(arrays)
 
     # ----------------------------------------------------------------- acting
