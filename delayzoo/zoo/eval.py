@@ -37,7 +37,7 @@ from delayzoo.agents.common.plain_save import NotAModelFileError, PlainSaveMixin
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.checkpoints import load_normalization
 from delayzoo.zoo.envs import check_env_id, env_kind
-from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.scores import atari_game, human_normalized
@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
             print(_report(run, rows))
             print(f"Wrote {output}")
     except ZooError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1

@@ -200,8 +200,10 @@ class DelayExperimentManager(ExperimentManager):
         return hyperparams, saved_hyperparams
 
     def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> Any:
-        if self.n_timesteps <= 0 and "n_timesteps" not in hyperparams:
-            raise ZooError(f"the hyperparameters from {self.config} have no n_timesteps: add it or pass -n STEPS")
+        if "n_timesteps" not in hyperparams:
+            if self.n_timesteps <= 0:
+                raise ZooError(f"the hyperparameters from {self.config} have no n_timesteps: add it or pass -n STEPS")
+            hyperparams = {**hyperparams, "n_timesteps": self.n_timesteps}  # rl_zoo3 expects the key
         hyperparams = safe_hyperparams(hyperparams, str(self.config), self.zoo.trust_run_files)
         processed = super()._preprocess_hyperparams(hyperparams)
         self._check_constructor_keys(processed[0])

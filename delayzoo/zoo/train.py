@@ -39,7 +39,7 @@ from rl_zoo3.hyperparams_opt import HYPERPARAMS_SAMPLER
 
 from delayzoo.zoo.algos import OUR_ALGOS, load_algorithm
 from delayzoo.zoo.envs import INIT_ACTIONS, PROCESSES, DelaySettings, check_env_id, env_kind
-from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
 
 __all__ = ["main", "zoo_parser"]
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         with _zoo_rl_zoo3(options, rest, prog):
             rl_zoo3.train.train()
     except ZooError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)

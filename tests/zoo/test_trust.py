@@ -150,6 +150,7 @@ def test_yaml_python_tags_and_missing_n_timesteps_exit_2_with_one_line(tmp_path,
     assert train.main(["-conf", path, "-f", str(tmp_path / "logs"), "--eval-freq", "-1"]) == 2
     assert "have no n_timesteps: add it or pass -n STEPS" in capsys.readouterr().err
     assert files_under(tmp_path / "logs") == []
+    assert train.main(["-conf", path, "-f", str(tmp_path / "logs"), *BOUNDED]) == 0  # -n stands in for it
 
 
 def test_trusted_yaml_runs_rl_zoo3s_way(tmp_path):

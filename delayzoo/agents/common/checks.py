@@ -122,7 +122,7 @@ def check_finite_step(step: int, observations: Any, rewards: Any = None, infos: 
         if bad.any():
             env = int(np.argmax(bad))
             raise ValueError(
-                f"non-finite reward {np.asarray(rewards).reshape(n_envs)[env]!r} at step {step} in env {env}; "
+                f"non-finite reward {float(np.asarray(rewards).reshape(n_envs)[env])} at step {step} in env {env}; "
                 "the env must return finite rewards"
             )
     for key, array in parts:
