@@ -75,7 +75,7 @@ def checkpoint_files(model_path: str | Path, env_name: str) -> tuple[Path, Path]
             model_path.with_name(f"rl_model_replay_buffer_{steps}_steps.pkl"),
             model_path.with_name(f"rl_model_vecnormalize_{steps}_steps.npz"),
         )
-    return model_path.with_name("replay_buffer.pkl"), model_path.parent / env_name / "vecnormalize.npz"
+    return model_path.with_name("replay_buffer.pkl"), model_path.parent / str(env_name) / "vecnormalize.npz"
 
 
 # ---------------------------------------------------------------------- normalisation statistics
