@@ -212,7 +212,9 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     ``info`` holds, on reset and every step, ``"delay"`` (the delay the next decision will get) and
     ``"pending_actions"`` (the actions that will be executed before that decision takes effect, one
-    per step, as an array of length ``delay``); on steps also ``"executed_action"``. Observations are
+    per step: its first ``delay`` rows; the array always has ``max_delay`` rows, the rest zeros, so
+    that Gymnasium's ``SyncVectorEnv``/``AsyncVectorEnv`` can stack the infos of their envs); on
+    steps also ``"executed_action"``. :meth:`pending_actions` gives the unpadded array. Observations are
     never delayed. The wrapper keeps its own copy of the delay process, which draws from the
     wrapper's own generator, seeded by ``reset(seed=...)``: the base env's random stream is the same
     with or without the wrapper, and every env of a vector env follows its own delay path.
@@ -228,6 +230,8 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
     >>> obs, info = env.reset(seed=0)
     >>> info["delay"], info["pending_actions"].shape
     (5, (5,))
+    >>> info["pending_actions"][: info["delay"]].shape == env.pending_actions().shape
+    True
     """
 
     def __init__(self, env: gym.Env, delay: int | DelayProcess, init_action: InitAction = "noop") -> None:
@@ -311,8 +315,10 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
             delay = _check_int(delay, f"delay from {self.delay_process!r}", 0, self.max_delay)
         self._delay = delay
         self._pending = self.queue.forecast(self._delay)
+        padded = np.zeros((self.max_delay, *self._action_shape), dtype=self._action_dtype)
+        padded[: self._delay] = self._pending
         info["delay"] = self._delay
-        info["pending_actions"] = self._pending
+        info["pending_actions"] = padded
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if seed is not None:

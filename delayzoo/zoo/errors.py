@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["ZooError"]
+__all__ = ["ZooError", "one_line"]
 
 
 class ZooError(ValueError):
@@ -10,3 +10,8 @@ class ZooError(ValueError):
 
     Raised before anything is written; the command lines print the message and exit with code 2.
     """
+
+
+def one_line(error: BaseException) -> str:
+    """The message of ``error`` on one line (the command lines print bad input as a single line)."""
+    return " ".join(str(error).split())

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -34,26 +35,35 @@ from rl_zoo3.utils import get_wrapper_class
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 
+from delayzoo.agents.common.plain_save import NotAModelFileError, PlainSaveMixin
 from delayzoo.zoo.algos import load_algorithm
+from delayzoo.zoo.checkpoints import load_normalization
 from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.scores import atari_game, human_normalized
+from delayzoo.zoo.trust import check_names
 
 __all__ = ["evaluate_model", "evaluate_run", "load_for_acting", "main", "make_eval_env"]
 
 _LOAD_WITHOUT_UNPICKLING = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
-"""Saved training schedules are replaced instead of unpickled: evaluation does not need them."""
+"""Saved training schedules of Stable-Baselines3 models are replaced instead of unpickled: evaluation
+does not need them (our agents' files hold no pickles and are loaded as they are)."""
 
 
-def make_eval_env(run: Run, n_envs: int = 1, render_mode: str | None = None) -> VecEnv:
+def make_eval_env(
+    run: Run, n_envs: int = 1, render_mode: str | None = None, trust_run_files: bool = False
+) -> VecEnv:
     """The run's env, rebuilt as it was trained, without monitor files and with frozen normalisation.
 
     :param run: the run
     :param n_envs: envs side by side
     :param render_mode: ``"human"`` or ``"rgb_array"`` to render (``enjoy``, ``record_video``), ``None``: no rendering
+    :param trust_run_files: import any ``env_wrapper`` name of ``config.yml`` and unpickle a
+        ``vecnormalize.pkl`` (otherwise: names under the zoo's allow-list only, ``.npz`` statistics only)
     """
+    check_names(run.config, str(run.params_path / "config.yml"), trust_run_files)
     wrapper = get_wrapper_class({"env_wrapper": run.env_wrappers()})
     env_kwargs = run.env_kwargs() if render_mode is None else {**run.env_kwargs(), "render_mode": render_mode}
     makers: list[Callable[[], gym.Env]] = [
@@ -70,16 +80,27 @@ def make_eval_env(run: Run, n_envs: int = 1, render_mode: str | None = None) -> 
         for _ in range(n_envs)
     ]
     env: VecEnv = DummyVecEnv(makers)
-    statistics = run.params_path / "vecnormalize.pkl"
+    statistics, pickled = run.params_path / "vecnormalize.npz", run.params_path / "vecnormalize.pkl"
     if statistics.is_file():
-        env = VecNormalize.load(str(statistics), env)
+        env = load_normalization(statistics, env, training=False)
+    elif pickled.is_file():
+        if not trust_run_files:
+            env.close()
+            raise ZooError(f"{pickled} is a pickle, and loading it could run code; pass --trust-run-files if you trust this run")
+        env = VecNormalize.load(str(pickled), env)
         env.training = False
         env.norm_reward = False
     return stack_and_transpose(env, run.config.get("frame_stack"))
 
 
 def load_for_acting(algorithm: type[BaseAlgorithm], path: str | Path, device: str = "auto") -> BaseAlgorithm:
-    """A saved model, to act with: its training schedules are not unpickled (acting does not need them)."""
+    """A saved model, to act with: SB3 models' training schedules are not unpickled (acting does not need
+    them); a file our agents refuse becomes a :class:`ZooError` (exit code 2)."""
+    if issubclass(algorithm, PlainSaveMixin):
+        try:
+            return algorithm.load(str(path), device=device)
+        except NotAModelFileError as error:
+            raise ZooError(str(error)) from None
     return algorithm.load(str(path), device=device, custom_objects=_LOAD_WITHOUT_UNPICKLING)
 
 
@@ -126,6 +147,7 @@ def evaluate_run(
     device: str = "auto",
     n_envs: int = 1,
     output: Path | None = None,
+    trust_run_files: bool = False,
 ) -> tuple[Path, list[tuple[int, list[float]]]]:
     """Evaluate the models of a run and write the CSV (see the module docstring).
 
@@ -137,6 +159,7 @@ def evaluate_run(
     :param device: torch device of the models
     :param n_envs: episodes played side by side
     :param output: the CSV file (default ``<log folder>/eval_result/<algo>/<run>.csv``)
+    :param trust_run_files: see :func:`make_eval_env`
     :return: the CSV path and ``[(step, scores)]``
     """
     algorithm = load_algorithm(run.algo)
@@ -149,7 +172,7 @@ def evaluate_run(
     if deterministic is None:
         deterministic = env_kind(run.env_id) != "atari"
     seeds = [seed + episode for episode in range(n_episodes)]
-    env = make_eval_env(run, n_envs=min(n_envs, n_episodes))
+    env = make_eval_env(run, n_envs=min(n_envs, n_episodes), trust_run_files=trust_run_files)
     rows = []
     try:
         for steps, path in sorted(models, key=lambda item: item[0]):
@@ -204,6 +227,12 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "-o", "--output", type=Path, help="CSV file; default: <log folder>/eval_result/<algo>/<run>.csv"
     )
+    parser.add_argument(
+        "--trust-run-files",
+        action="store_true",
+        help="import any env_wrapper name of the run's config.yml and unpickle its vecnormalize.pkl "
+        "(only for run folders you trust)",
+    )
     return parser
 
 
@@ -227,12 +256,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         for run in runs:
             output, rows = evaluate_run(
                 run, args.n_episodes, args.seed, args.checkpoints, args.deterministic, args.device, args.n_envs,
-                args.output,
+                args.output, args.trust_run_files,
             )
             print(_report(run, rows))
             print(f"Wrote {output}")
     except ZooError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1

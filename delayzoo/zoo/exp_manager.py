@@ -14,7 +14,13 @@
 - every check runs before the log folder is created: hyperparameters the algorithm's constructor does
   not take, delay settings that contradict each other, a resume file of another algorithm or env; and
   if setting up still fails, the folders it created are removed, so nothing half-written stays;
-- ``-i model.zip`` continues the step counter; Ctrl-C saves the model and the replay buffer.
+- ``-i model.zip`` continues the step counter, with the replay buffer and normalisation statistics
+  saved with that model (a final model or a checkpoint); Ctrl-C and SIGTERM save the model and the
+  replay buffer; every model, replay buffer and statistics file is written atomically, the model last
+  (:mod:`delayzoo.zoo.checkpoints`);
+- nothing in a hyperparameter file or a run folder runs code unless ``--trust-run-files`` is given
+  (:mod:`delayzoo.zoo.trust`; normalisation statistics are plain ``.npz`` arrays, a pickled
+  ``vecnormalize.pkl`` is refused).
 """
 
 from __future__ import annotations
@@ -34,18 +40,31 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
+from rl_zoo3.callbacks import SaveVecNormalizeCallback
 from rl_zoo3.exp_manager import ExperimentManager
 from rl_zoo3.utils import ALGOS
 from sb3_contrib.common.vec_env import AsyncEval
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
-from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecTransposeImage
+from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize, VecTransposeImage
 
+from delayzoo.agents.common.plain_save import MAX_DATA_BYTES, NotAModelFileError
+from delayzoo.zoo.checkpoints import (
+    AtomicCheckpointCallback,
+    SaveNormalizationCallback,
+    TerminateAsInterrupt,
+    atomic_write,
+    checkpoint_files,
+    load_normalization,
+    save_normalization,
+)
 from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import find_entry
 from delayzoo.zoo.replay import replay_entry
 from delayzoo.zoo.runs import read_run_yaml
+from delayzoo.zoo.trust import safe_hyperparams
 
 __all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "stack_and_transpose"]
 
@@ -67,11 +86,14 @@ class ZooOptions:
     :param delay_flags: the delay flags given on the command line, as ``DelaySettings`` fields
     :param preset: the ``--preset`` name, or ``None``
     :param pixels: ``--pixels`` (DeepMind Control tasks as images)
+    :param trust_run_files: ``--trust-run-files`` (import any name, evaluate keyword strings, unpickle
+        ``vecnormalize.pkl``: rl_zoo3's behaviour)
     """
 
     delay_flags: dict[str, Any] = dataclasses.field(default_factory=dict)
     preset: str | None = None
     pixels: bool = False
+    trust_run_files: bool = False
 
 
 def make_ranked_env(
@@ -128,6 +150,7 @@ class DelayExperimentManager(ExperimentManager):
         self.kind = env_kind(self.env_name.gym_id)
         self.delay = DelaySettings()
         self.interrupted = False
+        self._terminate = TerminateAsInterrupt()
         self._created: Path | None = None
         self._custom_config: str | None = kwargs.get("config") or None
 
@@ -138,6 +161,8 @@ class DelayExperimentManager(ExperimentManager):
             return super().setup_experiment()
         except BaseException as error:
             self._remove_created()
+            if isinstance(error, NotAModelFileError):
+                raise ZooError(str(error)) from error
             if isinstance(error, (ValueError, TypeError, AssertionError)) and not isinstance(error, ZooError):
                 raise ZooError(f"{type(error).__name__}: {error}") from error
             raise
@@ -194,6 +219,11 @@ class DelayExperimentManager(ExperimentManager):
         return hyperparams, saved_hyperparams
 
     def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> Any:
+        if "n_timesteps" not in hyperparams:
+            if self.n_timesteps <= 0:
+                raise ZooError(f"the hyperparameters from {self.config} have no n_timesteps: add it or pass -n STEPS")
+            hyperparams = {**hyperparams, "n_timesteps": self.n_timesteps}  # rl_zoo3 expects the key
+        hyperparams = safe_hyperparams(hyperparams, str(self.config), self.zoo.trust_run_files)
         processed = super()._preprocess_hyperparams(hyperparams)
         self._check_constructor_keys(processed[0])
         if self._eval_env_kwargs_args is None:
@@ -239,15 +269,18 @@ class DelayExperimentManager(ExperimentManager):
                 )
             return
         try:
-            with zipfile.ZipFile(path) as archive:
-                data = json.loads(archive.read("data"))
+            with zipfile.ZipFile(path) as archive, archive.open("data") as entry:
+                raw = entry.read(MAX_DATA_BYTES + 1)
+            if len(raw) > MAX_DATA_BYTES:
+                raise ZooError(f"-i {self.trained_agent} is not a saved model: its data entry is too large")
+            data = json.loads(raw)
             if "format" in data:  # our agents' plain files: "delayzoo.<Class>/<version>"
                 saved_by = str(data["format"]).split("/")[0].removeprefix("delayzoo.")
                 if saved_by != ALGOS[self.algo].__name__:
                     raise ZooError(f"-i {self.trained_agent} was saved by {saved_by}; this run is --algo {self.algo}")
                 return
             module = data["policy_class"]["__module__"]
-        except (zipfile.BadZipFile, KeyError, TypeError, json.JSONDecodeError) as error:
+        except (zipfile.BadZipFile, KeyError, TypeError, ValueError, RecursionError) as error:
             raise ZooError(f"-i {self.trained_agent} is not a model saved by Stable-Baselines3 ({error})") from error
         ours = _policy_modules(ALGOS[self.algo])
         for name, algorithm in ALGOS.items():
@@ -304,11 +337,61 @@ class DelayExperimentManager(ExperimentManager):
         return stack_and_transpose(env, self.frame_stack, self.verbose)
 
     def _maybe_normalize(self, env: VecEnv, eval_env: bool) -> VecEnv:
-        """rl_zoo3's ``VecNormalize``; under ``--pending-view`` only the ``"observation"`` key is normalised
-        (the pending actions and the delay are integers, which ``VecNormalize`` cannot take)."""
-        if self.normalize and self.delay.pending_view:
-            self.normalize_kwargs.setdefault("norm_obs_keys", ["observation"])
-        return super()._maybe_normalize(env, eval_env)
+        """rl_zoo3's normalisation, with the statistics of ``-i``'s model read from plain ``.npz`` arrays;
+        under ``--pending-view`` only the ``"observation"`` key is normalised.
+
+        A pickled ``vecnormalize.pkl`` there is refused unless ``--trust-run-files`` is given.
+        """
+        if self.trained_agent:
+            _, statistics = checkpoint_files(self.trained_agent, self.env_name)
+            pickled = statistics.with_suffix(".pkl")
+            if statistics.is_file():
+                print(f"Loading saved VecNormalize stats {statistics}")
+                return load_normalization(statistics, env, training=not eval_env)
+            if pickled.is_file():
+                if not self.zoo.trust_run_files:
+                    raise ZooError(
+                        f"{pickled} is a pickle, and loading it could run code; pass --trust-run-files if you "
+                        "trust this run folder"
+                    )
+                print(f"Loading saved VecNormalize stats {pickled} (--trust-run-files)")
+                env = VecNormalize.load(str(pickled), env)
+                if eval_env:
+                    env.training, env.norm_reward = False, False
+                return env
+        if not self.normalize:
+            return env
+        kwargs = dict(self.normalize_kwargs)
+        if self.delay.pending_view:
+            # the pending actions and the delay are integers, which VecNormalize cannot take
+            kwargs.setdefault("norm_obs_keys", ["observation"])
+        if eval_env:
+            kwargs.update(norm_reward=False, training=False)
+        if self.verbose > 0:
+            print(f"Normalization activated: {kwargs}" if kwargs else "Normalizing input and reward")
+        return VecNormalize(env, **kwargs)
+
+    def create_callbacks(self) -> None:
+        """rl_zoo3's callbacks, with checkpoints written atomically (model last) and statistics as ``.npz``.
+
+        Checkpoints hold the replay buffer with ``--save-replay-buffer`` and the normalisation statistics
+        when observations or rewards are normalised, so ``-i rl_model_<steps>_steps.zip`` resumes from
+        the last complete checkpoint after a crash or a SIGKILL.
+        """
+        super().create_callbacks()
+        for index, callback in enumerate(self.callbacks):
+            if type(callback) is CheckpointCallback:
+                self.callbacks[index] = AtomicCheckpointCallback(
+                    save_freq=callback.save_freq,
+                    save_path=callback.save_path,
+                    name_prefix=callback.name_prefix,
+                    save_replay_buffer=self.save_replay_buffer,
+                    save_vecnormalize=bool(self.normalize),
+                    verbose=callback.verbose,
+                )
+            elif isinstance(callback, EvalCallback) and isinstance(callback.callback_on_new_best, SaveVecNormalizeCallback):
+                callback.callback_on_new_best = SaveNormalizationCallback(self.params_path)
+                callback.callback_on_new_best.parent = callback
 
     # ------------------------------------------------------------------ training
     def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
@@ -324,7 +407,7 @@ class DelayExperimentManager(ExperimentManager):
             **kwargs,
         )
         self.args.resume_timesteps = int(model.num_timesteps)
-        replay_buffer = Path(self.trained_agent).parent / "replay_buffer.pkl"
+        replay_buffer, _ = checkpoint_files(self.trained_agent, self.env_name)
         if replay_buffer.is_file() and hasattr(model, "load_replay_buffer"):
             print(f"Loading replay buffer {replay_buffer}")
             if "truncate_last_traj" in inspect.signature(model.load_replay_buffer).parameters:
@@ -334,7 +417,7 @@ class DelayExperimentManager(ExperimentManager):
         return model
 
     def learn(self, model: BaseAlgorithm) -> None:
-        """Train for ``-n`` steps (more steps on top of a resumed model's counter); Ctrl-C stops and keeps the model."""
+        """Train for ``-n`` steps (more steps on top of a resumed model's counter); Ctrl-C or SIGTERM stops and keeps the model."""
         kwargs: dict[str, Any] = {"reset_num_timesteps": not self.continue_training}
         if self.log_interval > -1:
             kwargs["log_interval"] = self.log_interval
@@ -346,24 +429,35 @@ class DelayExperimentManager(ExperimentManager):
             kwargs["async_eval"] = AsyncEval(
                 [partial(self.create_envs, n_envs=1, no_log=True) for _ in range(self.n_envs)], model.policy
             )
+        self._terminate.install()
         try:
             model.learn(self.n_timesteps, **kwargs)
         except KeyboardInterrupt:
             self.interrupted = True
-            print(f"Interrupted at {model.num_timesteps} steps: saving the model and the replay buffer")
+            signal = "SIGTERM" if self._terminate.received else "Ctrl-C"
+            print(f"Interrupted ({signal}) at {model.num_timesteps} steps: saving the model and the replay buffer")
             for callback in self.callbacks:
                 if hasattr(callback, "model"):  # started (a progress bar to close)
                     callback.on_training_end()
         finally:
+            self._terminate.disarm()
             if model.env is not None:
                 model.env.close()
 
     def save_trained_model(self, model: BaseAlgorithm) -> None:
-        """rl_zoo3's save (model, replay buffer with ``--save-replay-buffer``, normalisation statistics).
-
-        After Ctrl-C the replay buffer is saved too, so that ``-i`` can resume where training stopped.
+        """Save the model, its replay buffer (with ``--save-replay-buffer``, and always after Ctrl-C or
+        SIGTERM, so that ``-i`` resumes where training stopped) and its normalisation statistics (as
+        ``<env>/vecnormalize.npz``); each atomically, the model last.
         """
-        has_buffer = hasattr(model, "save_replay_buffer") and getattr(model, "replay_buffer", None) is not None
-        if self.interrupted and has_buffer:
-            self.save_replay_buffer = True
-        super().save_trained_model(model)
+        try:
+            print(f"Saving to {self.save_path}")
+            has_buffer = hasattr(model, "save_replay_buffer") and getattr(model, "replay_buffer", None) is not None
+            if has_buffer and (self.save_replay_buffer or self.interrupted):
+                print("Saving replay buffer")
+                atomic_write(os.path.join(self.save_path, "replay_buffer.pkl"), model.save_replay_buffer)
+            statistics = model.get_vec_normalize_env()
+            if self.normalize and statistics is not None:
+                save_normalization(statistics, os.path.join(self.params_path, "vecnormalize.npz"))
+            atomic_write(os.path.join(self.save_path, f"{self.env_name}.zip"), model.save)
+        finally:
+            self._terminate.restore()

@@ -150,8 +150,12 @@ def load_hyperparams_file(path: str | Path) -> dict[str, dict[str, Any]]:
         raise ZooError(f"hyperparameter files are YAML (.yml/.yaml), got {str(path)!r}")
     if not path.is_file():
         raise ZooError(f"hyperparameter file {str(path)!r} does not exist")
-    with open(path) as handle:
-        content = yaml.safe_load(handle)
+    try:
+        with open(path) as handle:
+            content = yaml.safe_load(handle)
+    except yaml.YAMLError as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ZooError(f"{path} is not plain YAML data ({first}); the zoo reads no Python tags") from None
     if not isinstance(content, dict) or not all(isinstance(entry, dict) for entry in content.values()):
         raise ZooError(f"{path} must map env ids to mappings of hyperparameters")
     return content

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.runs import Run, find_runs, read_monitor
 from delayzoo.zoo.scores import AGGREGATES, atari_game, bootstrap_interval, human_normalized, reference_scores
 
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
                 f"no zoo runs under {args.log_folder!r} for algos {args.algos or 'any'} and envs {args.envs or 'any'}"
             )
     except ZooError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1

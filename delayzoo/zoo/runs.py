@@ -48,9 +48,18 @@ _RunLoader.add_constructor("tag:yaml.org,2002:python/tuple", _tuple)
 
 
 def read_run_yaml(path: str | Path) -> dict[str, Any]:
-    """Read ``args.yml`` / ``config.yml`` of a run; nothing but plain data is constructed."""
-    with open(path) as handle:
-        content = yaml.load(handle, Loader=_RunLoader)  # noqa: S506 (a SafeLoader subclass)
+    """Read ``args.yml`` / ``config.yml`` of a run; nothing but plain data is constructed.
+
+    :raise ZooError: for a file that is not plain YAML data (e.g. with Python tags) or not a mapping
+    """
+    try:
+        with open(path) as handle:
+            content = yaml.load(handle, Loader=_RunLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ZooError(f"{path} is not plain YAML data ({first})") from None
+    if content is not None and not isinstance(content, dict):
+        raise ZooError(f"{path} must hold a mapping, got {type(content).__name__}")
     return content or {}
 
 

@@ -11,6 +11,8 @@ Every rl_zoo3 flag works (``-n``, ``--seed``, ``-f``, ``-tb``, ``--eval-freq``, 
     --init-action {noop,random}                 what fills the delay queue at reset (noop)
     --preset NAME                               use the YAML entry "<env id>@NAME" (e.g. CartPole-v1@delayed)
     --pixels                                    DeepMind Control tasks as 64x64 images
+    --trust-run-files                           import any class name and evaluate keyword strings of the
+                                                YAML file, unpickle a resumed run's vecnormalize.pkl
 
 Example::
 
@@ -18,8 +20,9 @@ Example::
         --pending-view -n 50000 --seed 0
 
 Bad input (unknown algorithm or env, a hyperparameter the algorithm does not take, contradictory delay
-flags, a resume file of another algorithm or env) prints a message and exits with code 2 before
-anything is written.
+flags, a resume file of another algorithm or env or that is not a model file, a YAML file with Python
+tags, class names outside the trusted packages) prints a one-line message and exits with code 2 before
+anything is written. SIGTERM is handled like Ctrl-C: the model and the replay buffer are saved.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from rl_zoo3.hyperparams_opt import HYPERPARAMS_SAMPLER
 
 from delayzoo.zoo.algos import OUR_ALGOS, load_algorithm
 from delayzoo.zoo.envs import INIT_ACTIONS, PROCESSES, DelaySettings, check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
 
 __all__ = ["main", "zoo_parser"]
@@ -64,6 +67,12 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
     other = parser.add_argument_group("delayzoo")
     other.add_argument("--preset", help="use the hyperparameter entry '<env id>@PRESET' (with its delay: settings)")
     other.add_argument("--pixels", action="store_true", help="DeepMind Control tasks as images (dm_control/ ids)")
+    other.add_argument(
+        "--trust-run-files",
+        action="store_true",
+        help="run code from the YAML file and the resumed run folder as rl_zoo3 does (any class name, keyword "
+        "strings evaluated as Python, a pickled vecnormalize.pkl); only for files you trust",
+    )
     return parser
 
 
@@ -105,7 +114,7 @@ def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
         raise ZooError(
             f"-optimize has no hyperparameter sampler for {peek.algo!r} (rl_zoo3 has: {sorted(HYPERPARAMS_SAMPLER)})"
         )
-    return ZooOptions(delay_flags=flags, preset=own.preset, pixels=own.pixels)
+    return ZooOptions(delay_flags=flags, preset=own.preset, pixels=own.pixels, trust_run_files=own.trust_run_files)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.train") -> int:
@@ -130,7 +139,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         with _zoo_rl_zoo3(options, rest, prog):
             rl_zoo3.train.train()
     except ZooError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)

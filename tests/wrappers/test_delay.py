@@ -83,12 +83,12 @@ def delay_scripts(draw, max_delay_max: int = 6, smooth: bool = False):
 def run_wrapper(max_delay: int, delays: list[int], actions: list[int]):
     env = ExecutionDelay(RecordingEnv(), ScriptedDelay(delays, max_delay))
     _, info = env.reset(seed=0)
-    pending = [info["pending_actions"].tolist()]
+    pending = [info["pending_actions"][: info["delay"]].tolist()]
     reported = []
     for a in actions:
         *_, info = env.step(a)
         reported.append(info["executed_action"])
-        pending.append(info["pending_actions"].tolist())
+        pending.append(info["pending_actions"][: info["delay"]].tolist())
     return env.unwrapped.executed, reported, pending
 
 

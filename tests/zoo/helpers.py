@@ -28,9 +28,10 @@ def run_module(module: str, *args: str, cwd: Path, timeout: float = 120) -> subp
 
 
 def saved_steps(path: Path) -> int:
-    """The step counter stored in a saved model."""
+    """The step counter stored in a saved model (Stable-Baselines3's or our agents' format)."""
     with zipfile.ZipFile(path) as archive:
-        return int(json.loads(archive.read("data"))["num_timesteps"])
+        data = json.loads(archive.read("data"))
+    return int(data["counters"]["num_timesteps"] if "counters" in data else data["num_timesteps"])
 
 
 def files_under(folder: Path) -> list[str]:

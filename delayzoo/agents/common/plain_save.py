@@ -5,6 +5,11 @@ else in a JSON ``data`` entry, where objects JSON cannot hold (spaces, schedules
 cloudpickled, so loading them can run code. Here the agents write only plain values there (spaces
 through :func:`space_to_json`) and read it back with :func:`load_plain_zip`, which refuses pickled
 entries; :class:`PlainSaveMixin` gives them ``save`` and ``load`` in that format.
+
+Loading trusts nothing in the file: the ``data`` entry is read up to :data:`MAX_DATA_BYTES`, must have
+exactly the keys ``save`` writes with their types, sets only the counters ``save`` writes (integers),
+passes the constructor keywords through the constructor's own range checks, and reads tensors with
+``weights_only=True``. Anything else is a ``ValueError`` starting with ``"not a delayzoo model file: "``.
 """
 
 from __future__ import annotations
@@ -20,12 +25,26 @@ import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.save_util import load_from_zip_file, open_path, save_to_zip_file
 from stable_baselines3.common.type_aliases import GymEnv
 from stable_baselines3.common.utils import check_for_correct_spaces, get_device
 
 _PICKLE_MARK = ":serialized:"
 _NOT_SAVED = ("self", "policy", "env", "device", "policy_kwargs", "_init_setup_model")
+_DATA_KEYS = {"format", "policy", "init", "policy_kwargs", "observation_space", "action_space", "counters"}
+
+_SETTINGS_ERRORS = (ValueError, TypeError, KeyError, AttributeError, OverflowError, RuntimeError)
+MAX_DATA_BYTES = 4 * 1024 * 1024
+"""The largest ``data`` entry :func:`load_plain_zip` reads (ours are a few kilobytes)."""
+
+
+class NotAModelFileError(ValueError):
+    """A file that :meth:`PlainSaveMixin.load` refuses; the message starts with ``"not a delayzoo model file: "``."""
+
+    def __init__(self, path: Any, reason: str) -> None:
+        where = path if isinstance(path, (str, pathlib.Path)) else "<stream>"
+        super().__init__(f"not a delayzoo model file: {where}: {reason}")
 
 SelfPlainSave = TypeVar("SelfPlainSave", bound="PlainSaveMixin")
 
@@ -56,21 +75,45 @@ def space_to_json(space: spaces.Space) -> dict[str, Any]:
     raise TypeError(f"Cannot describe the space {space} as plain data")
 
 
+MAX_SPACE_SIZE = 2**24
+"""The most elements a space read by :func:`space_from_json` may have (a 1024x1024x16 image)."""
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(type(n) is int and n >= 0 for n in value):
+        raise ValueError(f"a space shape must be a list of integers >= 0, got {value!r}")
+    if int(np.prod(value, dtype=np.float64)) > MAX_SPACE_SIZE:
+        raise ValueError(f"a space of shape {value} is larger than {MAX_SPACE_SIZE} elements")
+    return tuple(value)
+
+
 def space_from_json(data: dict[str, Any]) -> spaces.Space:
-    """Inverse of :func:`space_to_json`."""
+    """Inverse of :func:`space_to_json` (refuses anything :func:`space_to_json` does not write)."""
+    if not isinstance(data, dict):
+        raise ValueError(f"a space description must be a mapping, got {data!r}")
     kind = data.get("type")
     if kind == "Box":
-        dtype, shape = np.dtype(data["dtype"]), tuple(data["shape"])
+        dtype, shape = np.dtype(str(data["dtype"])), _shape(data["shape"])
+        if dtype.kind not in "biuf":
+            raise ValueError(f"a Box space must have a numeric dtype, got {dtype}")
         low = np.broadcast_to(np.asarray(data["low"], dtype=dtype), shape).copy()
         high = np.broadcast_to(np.asarray(data["high"], dtype=dtype), shape).copy()
         return spaces.Box(low, high, shape=shape, dtype=dtype)
     if kind == "Discrete":
+        if type(data["n"]) is not int or type(data["start"]) is not int or data["n"] < 1:
+            raise ValueError(f"a Discrete space needs integers n >= 1 and start, got {data!r}")
         return spaces.Discrete(data["n"], start=data["start"])
     if kind == "MultiDiscrete":
-        return spaces.MultiDiscrete(np.asarray(data["nvec"]), start=np.asarray(data["start"]))
+        nvec = np.asarray(data["nvec"], dtype=np.int64)
+        _shape(list(nvec.shape))
+        return spaces.MultiDiscrete(nvec, start=np.asarray(data["start"], dtype=np.int64))
     if kind == "MultiBinary":
-        return spaces.MultiBinary(data["n"])
+        n = data["n"]
+        shape = _shape(n if isinstance(n, list) else [n])
+        return spaces.MultiBinary(list(shape) if isinstance(n, list) else shape[0])
     if kind == "Dict":
+        if not isinstance(data["spaces"], dict):
+            raise ValueError("a Dict space description needs a mapping of spaces")
         return spaces.Dict({key: space_from_json(sub) for key, sub in data["spaces"].items()})
     raise ValueError(f"Unknown space description {data!r}")
 
@@ -78,9 +121,7 @@ def space_from_json(data: dict[str, Any]) -> spaces.Space:
 def _reject_pickles(value: Any, where: str) -> None:
     if isinstance(value, dict):
         if _PICKLE_MARK in value:
-            raise ValueError(
-                f"{where} holds a pickled object; refusing to load it (this file was not written by delayzoo)"
-            )
+            raise ValueError(f"{where} holds a pickled object; refusing to load it")
         for key, item in value.items():
             _reject_pickles(item, f"{where}.{key}")
     elif isinstance(value, list):
@@ -101,19 +142,31 @@ def load_plain_zip(
     try:
         with zipfile.ZipFile(file) as archive:
             if "data" not in archive.namelist():
-                raise ValueError(f"{path} has no 'data' entry: not a saved model")
-            data = json.loads(archive.read("data").decode())
+                raise NotAModelFileError(path, "it has no 'data' entry")
+            with archive.open("data") as entry:
+                raw = entry.read(MAX_DATA_BYTES + 1)
+            if len(raw) > MAX_DATA_BYTES:
+                raise NotAModelFileError(path, f"its 'data' entry is larger than {MAX_DATA_BYTES} bytes")
+            data = json.loads(raw.decode())
     except zipfile.BadZipFile as error:
-        raise ValueError(f"{path} is not a zip file") from error
+        raise NotAModelFileError(path, "it is not a zip archive") from error
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise NotAModelFileError(path, f"its 'data' entry is not JSON ({type(error).__name__})") from None
     finally:
         if isinstance(path, (str, pathlib.Path)):
             file.close()
-    _reject_pickles(data, "data")
+    try:
+        _reject_pickles(data, "data")
+    except ValueError as error:
+        raise NotAModelFileError(path, str(error)) from None
     if isinstance(path, io.BufferedIOBase):
         path.seek(0)
-    _, params, pytorch_variables = load_from_zip_file(
-        path, load_data=False, device=device, print_system_info=print_system_info
-    )
+    try:
+        _, params, pytorch_variables = load_from_zip_file(
+            path, load_data=False, device=device, print_system_info=print_system_info
+        )
+    except Exception as error:  # torch's own message would suggest weights_only=False
+        raise NotAModelFileError(path, f"its tensor entries are not plain tensors ({type(error).__name__})") from None
     return data, params, pytorch_variables
 
 
@@ -147,7 +200,20 @@ class PlainSaveMixin(BaseAlgorithm):
     """
 
     saved_counters: ClassVar[tuple[str, ...]] = ("num_timesteps", "_n_updates", "_episode_num", "n_envs")
-    """Attributes restored after loading (``n_envs`` only when no env is given)."""
+    """Attributes restored after loading (``n_envs`` only when no env is given); integers >= 0."""
+
+    def __init__(self, policy: str | type[BasePolicy], *args: Any, **kwargs: Any) -> None:
+        self._policy_alias = policy if isinstance(policy, str) else None
+        super().__init__(policy, *args, **kwargs)
+
+    def _policy_name(self) -> str:
+        """The alias the model was made with (or, for a policy class, its alias for this observation space)."""
+        aliases = [name for name, value in self.policy_aliases.items() if value is self.policy_class]
+        if self._policy_alias in aliases:
+            return self._policy_alias
+        if not aliases:
+            return f"{self.policy_class.__module__}.{self.policy_class.__qualname__}"
+        return _alias_for_space(aliases, self.observation_space)
 
     @classmethod
     def _save_format(cls) -> str:
@@ -186,10 +252,9 @@ class PlainSaveMixin(BaseAlgorithm):
                 json.dumps(value)
             except TypeError as error:
                 raise ValueError(f"cannot save {key}={value!r} as plain data") from error
-        aliases = [name for name, value in self.policy_aliases.items() if value is self.policy_class]
         data = {
             "format": self._save_format(),
-            "policy": aliases[0] if aliases else f"{self.policy_class.__module__}.{self.policy_class.__qualname__}",
+            "policy": self._policy_name(),
             "init": init,
             "policy_kwargs": policy_kwargs,
             "observation_space": space_to_json(self.observation_space),
@@ -223,9 +288,56 @@ class PlainSaveMixin(BaseAlgorithm):
         """
         device = get_device(device)
         data, params, _ = load_plain_zip(path, device, print_system_info)
+        try:
+            init, policy, policy_kwargs, observation_space, action_space, counters = cls._read_data(
+                data, custom_objects or {}
+            )
+        except (ValueError, TypeError, KeyError) as error:
+            raise NotAModelFileError(path, str(error)) from None
+        if env is not None:
+            env = cls._wrap_env(env, init.get("verbose", 0))
+            check_for_correct_spaces(env, observation_space, action_space)
+        try:
+            model = cls(policy, env, device=device, policy_kwargs=policy_kwargs, _init_setup_model=False, **init)
+            if env is None:
+                model.observation_space, model.action_space = observation_space, action_space
+            for name, value in counters.items():
+                if name != "n_envs" or env is None:
+                    setattr(model, name, value)
+            model.__dict__.update(kwargs)
+            model._setup_model()
+        except _SETTINGS_ERRORS as error:
+            raise NotAModelFileError(path, f"its settings are refused ({type(error).__name__}: {error})") from None
+        try:
+            model.set_parameters(params, exact_match=True, device=device)
+        except _SETTINGS_ERRORS as error:
+            raise NotAModelFileError(path, f"its weights do not fit the model it describes ({error})") from None
+        return model
+
+    @classmethod
+    def _read_data(
+        cls, data: Any, custom_objects: dict[str, Any]
+    ) -> tuple[dict[str, Any], Any, dict[str, Any], spaces.Space, spaces.Space, dict[str, int]]:
+        """Check the ``data`` entry against what :meth:`save` writes; return what the constructor needs."""
+        if not isinstance(data, dict):
+            raise TypeError(f"its 'data' entry must be a mapping, got {type(data).__name__}")
         if data.get("format") != cls._save_format():
-            raise ValueError(f"{path} was not saved by {cls.__name__}.save (format {data.get('format')!r})")
-        custom_objects = custom_objects or {}
+            raise ValueError(f"it was not saved by {cls.__name__}.save (format {data.get('format')!r})")
+        if set(data) != _DATA_KEYS:
+            raise ValueError(f"its 'data' entry must have the keys {sorted(_DATA_KEYS)}, found {sorted(data)}")
+        for key in ("init", "policy_kwargs", "counters", "observation_space", "action_space"):
+            if not isinstance(data[key], dict):
+                raise TypeError(f"its {key!r} entry must be a mapping, got {type(data[key]).__name__}")
+        counters = data["counters"]
+        if set(counters) != set(cls.saved_counters):
+            raise ValueError(f"its counters must be {sorted(cls.saved_counters)}, found {sorted(counters)}")
+        for name, value in counters.items():
+            if type(value) is not int or value < 0:
+                raise TypeError(f"counter {name!r} must be an integer >= 0, got {value!r}")
+        accepted = set(inspect.signature(cls.__init__).parameters) - set(_NOT_SAVED)
+        unknown = sorted(set(data["init"]) - accepted)
+        if unknown:
+            raise ValueError(f"its settings name {unknown}, which {cls.__name__} does not take")
         policy = custom_objects.get("policy_class", data["policy"])
         if isinstance(policy, str) and policy not in cls.policy_aliases:
             raise ValueError(
@@ -238,16 +350,19 @@ class PlainSaveMixin(BaseAlgorithm):
         init = cls._init_from_json({key: custom_objects.get(key, value) for key, value in data["init"].items()})
         observation_space = space_from_json(data["observation_space"])
         action_space = space_from_json(data["action_space"])
-        if env is not None:
-            env = cls._wrap_env(env, init["verbose"])
-            check_for_correct_spaces(env, observation_space, action_space)
-        model = cls(policy, env, device=device, policy_kwargs=policy_kwargs, _init_setup_model=False, **init)
-        if env is None:
-            model.observation_space, model.action_space = observation_space, action_space
-        for name, value in data["counters"].items():
-            if name != "n_envs" or env is None:
-                setattr(model, name, value)
-        model.__dict__.update(kwargs)
-        model._setup_model()
-        model.set_parameters(params, exact_match=True, device=device)
-        return model
+        if isinstance(policy, str):  # files of older versions named the first alias of a shared policy class
+            same = [name for name, value in cls.policy_aliases.items() if value is cls.policy_aliases[policy]]
+            if len(same) > 1:
+                policy = _alias_for_space(same, observation_space)
+        return init, policy, policy_kwargs, observation_space, action_space, dict(counters)
+
+
+def _alias_for_space(aliases: list[str], observation_space: spaces.Space) -> str:
+    """Among aliases of one policy class, the one SB3 expects for ``observation_space``."""
+    if isinstance(observation_space, spaces.Dict):
+        wanted = "MultiInputPolicy"
+    elif isinstance(observation_space, spaces.Box) and len(observation_space.shape) == 3:
+        wanted = "CnnPolicy"
+    else:
+        wanted = "MlpPolicy"
+    return wanted if wanted in aliases else aliases[0]

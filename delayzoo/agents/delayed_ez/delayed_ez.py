@@ -33,6 +33,13 @@ from stable_baselines3.common.utils import FloatSchedule, obs_as_tensor, safe_me
 from stable_baselines3.common.vec_env import VecEnv
 from torch.nn import functional as F
 
+from delayzoo.agents.common.checks import (
+    check_finite_step,
+    check_gradient_steps,
+    check_learning_rate,
+    check_number,
+    warn_if_no_update,
+)
 from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.common.transforms import h_transform, two_hot
 from delayzoo.agents.delayed_ez.policies import ActOutput, CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
@@ -72,6 +79,73 @@ def _categorical_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tenso
     return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
 
 
+def _check_hyperparameters(values: dict[str, Any]) -> None:
+    """Range checks of the constructor's numeric arguments (``values``: its ``locals()``)."""
+    check_learning_rate(values["learning_rate"])
+    for name, low in (
+        ("buffer_size", 1), ("learning_starts", 0), ("batch_size", 1), ("num_simulations", 1),
+        ("num_unroll_steps", 1), ("td_steps", 1), ("train_freq", 1), ("target_update_interval", 1),
+        ("lstm_horizon", 1), ("segment_length", 1), ("lr_warmup_steps", 0), ("stats_window_size", 1),
+    ):
+        check_number(name, values[name], low, integer=True)
+    check_gradient_steps(values["gradient_steps"])
+    check_number("auto_td_period", values["auto_td_period"], 1, integer=True, optional=True)
+    for name in ("reanalyze_ratio", "gamma", "exploration_fraction", "priority_beta"):
+        check_number(name, values[name], 0, 1)
+    for name in ("pb_c_base", "dirichlet_alpha", "max_grad_norm"):
+        check_number(name, values[name], 0, low_open=True)
+    check_number("visit_temperature", values["visit_temperature"], 0, low_open=True, optional=True)
+    for name in ("pb_c_init", "priority_alpha", "value_loss_coef", "reward_loss_coef", "policy_loss_coef",
+                 "consistency_loss_coef"):
+        check_number(name, values[name], 0)
+
+
+def _check_replay_arrays(arrays: Any, observation_space: spaces.Space, action_space: spaces.Discrete) -> None:
+    """Refuse a saved replay buffer whose counters or game shapes do not fit this model's spaces."""
+    space = observation_space["observation"] if isinstance(observation_space, spaces.Dict) else observation_space
+
+    def scalar(name: str, low: float) -> float:
+        if name not in arrays or arrays[name].shape != () or arrays[name].dtype.kind not in "iuf":
+            raise ValueError(f"replay buffer file does not fit this model: no number {name!r}")
+        value = arrays[name].item()
+        if not (np.isfinite(value) and value >= low):
+            raise ValueError(f"replay buffer file does not fit this model: {name}={value!r} is not >= {low}")
+        return value
+
+    scalar("capacity", 1)
+    stored = 0
+    num_games = int(scalar("num_games", 0))
+    for index in range(num_games):
+        prefix = f"game{index}/"
+        missing = [key for key in ("observations", "actions", "rewards", "policies", "has_policy", "terminated",
+                                   "priorities", "start_id") if prefix + key not in arrays]
+        if missing:
+            raise ValueError(f"replay buffer file does not fit this model: game {index} has no {missing}")
+        observations, actions = arrays[prefix + "observations"], arrays[prefix + "actions"]
+        length = len(actions)
+        expected = {
+            "observations": (length + 1, *space.shape), "actions": (length,), "rewards": (length,),
+            "policies": (length, int(action_space.n)), "has_policy": (length,), "priorities": (length,),
+        }
+        for key, shape in expected.items():
+            if arrays[prefix + key].shape != shape:
+                raise ValueError(
+                    f"replay buffer file does not fit this model: game {index} {key} has shape "
+                    f"{arrays[prefix + key].shape}, expected {shape} (observation space {space}, "
+                    f"{int(action_space.n)} actions)"
+                )
+        if observations.dtype.kind not in "iuf" or actions.dtype.kind not in "iu":
+            raise ValueError(f"replay buffer file does not fit this model: game {index} holds non-numeric arrays")
+        if length and not (0 <= actions.min() and actions.max() < action_space.n):
+            raise ValueError(f"replay buffer file does not fit this model: game {index} has actions outside {action_space}")
+        stored += length
+    if scalar("total_added", 0) < stored:
+        raise ValueError(
+            f"replay buffer file does not fit this model: total_added={arrays['total_added']} is below the "
+            f"{stored} transitions it holds"
+        )
+
+
 class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     """EfficientZero with a forward model over the pending actions (Delayed-EZ, ICLR 2024).
 
@@ -96,7 +170,8 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         delay-oblivious baseline)
     :param gamma: discount
     :param train_freq: env steps (per env) between rounds of updates
-    :param gradient_steps: updates per round
+    :param gradient_steps: updates per round; -1: as many as env steps collected in the round
+        (``train_freq * n_envs``, SB3's meaning)
     :param target_update_interval: updates between target-network refreshes
     :param lstm_horizon: value-prefix LSTM reset period (in model steps)
     :param pb_c_base: pUCT c2
@@ -123,6 +198,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     :param verbose: 0 silent, 1 info, 2 debug
     :param seed: seed of everything (envs, torch, replay sampling, search)
     :param device: "auto", "cpu" or "cuda"
+
+    Every numeric hyperparameter is range-checked here (``ValueError`` naming the value and the range);
+    a non-finite reward or observation stops learning with a ``ValueError`` naming the step and env.
     """
 
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
@@ -174,6 +252,7 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         device: torch.device | str = "auto",
         _init_setup_model: bool = True,
     ) -> None:
+        _check_hyperparameters(locals())
         super().__init__(
             policy,
             env,
@@ -186,16 +265,6 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
             support_multi_env=True,
             seed=seed,
         )
-        for name, value in (("batch_size", batch_size), ("num_simulations", num_simulations),
-                            ("num_unroll_steps", num_unroll_steps), ("td_steps", td_steps),
-                            ("buffer_size", buffer_size), ("train_freq", train_freq),
-                            ("target_update_interval", target_update_interval), ("lstm_horizon", lstm_horizon)):
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if not 0.0 <= reanalyze_ratio <= 1.0:
-            raise ValueError(f"reanalyze_ratio must be in [0, 1], got {reanalyze_ratio}")
-        if not 0.0 < gamma <= 1.0:
-            raise ValueError(f"gamma must be in (0, 1], got {gamma}")
         self.buffer_size = buffer_size
         self.learning_starts = learning_starts
         self.batch_size = batch_size
@@ -224,8 +293,6 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         self.policy_loss_coef = policy_loss_coef
         self.consistency_loss_coef = consistency_loss_coef
         self.augment = augment
-        if visit_temperature is not None and visit_temperature <= 0:
-            raise ValueError(f"visit_temperature must be > 0, got {visit_temperature}")
         self.visit_temperature = visit_temperature
         self.replay_buffer: PrioritizedGameBuffer | None = None
         self._writers: list[GameWriter] | None = None
@@ -313,6 +380,7 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         :param path: file path or readable binary file
         """
         with np.load(path, allow_pickle=False) as arrays:
+            _check_replay_arrays(arrays, self.observation_space, self.action_space)
             self.replay_buffer = PrioritizedGameBuffer.from_arrays(arrays)
 
     # ----------------------------------------------------------------- acting
@@ -363,6 +431,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
             total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
         )
         assert self.env is not None and self.replay_buffer is not None
+        check_finite_step(self.num_timesteps, self._last_obs)
+        warn_if_no_update(self.learning_starts, total_timesteps)
+        gradient_steps = self.gradient_steps if self.gradient_steps >= 0 else self.train_freq * self.n_envs
         if self._writers is None or reset_num_timesteps or len(self._writers) != self.n_envs:
             self._writers = [GameWriter(self.action_space.n, self.segment_length) for _ in range(self.n_envs)]
             first = self._observation_part(self._last_obs)
@@ -390,9 +461,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
                 self.num_timesteps >= self.learning_starts
                 and len(self.replay_buffer) > 0
                 and steps % self.train_freq == 0
-                and self.gradient_steps > 0
+                and gradient_steps > 0
             ):
-                self.train(self.gradient_steps, self.batch_size)
+                self.train(gradient_steps, self.batch_size)
             if log_interval and self._episode_num - episodes_logged >= log_interval:
                 episodes_logged = self._episode_num
                 self.dump_logs()
@@ -407,6 +478,7 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         self, actions: np.ndarray, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict]
     ) -> None:
         assert self._writers is not None and self.replay_buffer is not None
+        check_finite_step(self.num_timesteps, new_obs, rewards, infos)
         next_part = self._observation_part(new_obs)
         for env_index, writer in enumerate(self._writers):
             info = infos[env_index]

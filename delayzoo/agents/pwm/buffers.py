@@ -138,6 +138,25 @@ class SequenceReplayBuffer(BaseBuffer):
             is_first=tensor(self.is_first),
         )
 
+    def _check_position(self, data: Any) -> None:
+        """Refuse a file whose write position, ``full`` flag or ``next_is_first`` do not fit this buffer."""
+        for name in ("pos", "full", "next_is_first"):
+            if name not in data:
+                raise ValueError(f"Replay buffer file does not match this buffer: it has no {name!r}")
+        pos, full, next_is_first = data["pos"], data["full"], data["next_is_first"]
+        if pos.shape != () or pos.dtype.kind not in "iu" or not 0 <= int(pos) < self.buffer_size:
+            raise ValueError(
+                f"Replay buffer file does not match this buffer: write position {pos.tolist()!r} is not an integer "
+                f"in [0, {self.buffer_size - 1}]"
+            )
+        if full.shape != () or full.dtype != np.bool_:
+            raise ValueError(f"Replay buffer file does not match this buffer: 'full' is {full.tolist()!r}, not a boolean")
+        if next_is_first.shape != (self.n_envs,) or next_is_first.dtype != np.bool_:
+            raise ValueError(
+                f"Replay buffer file does not match this buffer: 'next_is_first' is {next_is_first.shape} "
+                f"{next_is_first.dtype}, expected ({self.n_envs},) bool"
+            )
+
     def _get_samples(self, batch_inds: np.ndarray, env=None):  # type: ignore[override]
         raise TypeError("SequenceReplayBuffer samples windows: call sample(batch_size, sequence_length)")
 
@@ -158,8 +177,12 @@ class SequenceReplayBuffer(BaseBuffer):
         )
 
     def load(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:
-        """Read an archive written by :meth:`save` for the same spaces, capacity and number of envs."""
+        """Read an archive written by :meth:`save` for the same spaces, capacity and number of envs.
+
+        Every array, the write position and the flags are checked before anything is changed.
+        """
         with np.load(path, allow_pickle=False) as data:
+            self._check_position(data)
             for name, array in self._arrays().items():
                 if name not in data or data[name].shape != array.shape or data[name].dtype != array.dtype:
                     found = None if name not in data else (data[name].shape, data[name].dtype)

@@ -15,6 +15,14 @@ from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 
+from delayzoo.agents.common.checks import (
+    check_finite_step,
+    check_gradient_steps,
+    check_learning_rate,
+    check_number,
+    check_train_freq,
+    warn_if_no_update,
+)
 from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
 from delayzoo.agents.pwm.policies import PWMPolicy
@@ -62,7 +70,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     :param sequence_length: steps per window (64 in the paper).
     :param imagination_horizon: imagined steps per start state (15 in the paper).
     :param train_freq: update every ``train_freq`` steps (or ``(n, "episode")``).
-    :param gradient_steps: world-model + actor-critic updates each time.
+    :param gradient_steps: world-model + actor-critic updates each time; -1: as many as env steps
+        collected since the last updates (SB3's meaning).
     :param gamma: discount per agent step (0.997^4 on Atari with frame skip 4).
     :param policy_kwargs: :class:`PWMPolicy` keywords, e.g. ``world_model_kwargs=dict(seq_width=64)``.
     :param stats_window_size: episodes averaged in ``rollout/`` logs.
@@ -71,6 +80,9 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     :param seed: random seed.
     :param device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``...
     :param _init_setup_model: build the networks now (``load`` builds them later).
+
+    Every numeric hyperparameter is range-checked here (``ValueError`` naming the value and the range);
+    a non-finite reward or observation stops learning with a ``ValueError`` naming the step and env.
     """
 
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
@@ -102,6 +114,10 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         device: torch.device | str = "auto",
         _init_setup_model: bool = True,
     ) -> None:
+        self._check_hyperparameters(
+            learning_rate, buffer_size, learning_starts, batch_size, sequence_length, imagination_horizon,
+            train_freq, gradient_steps, gamma, stats_window_size,
+        )
         if env is not None and not isinstance(env, str):
             self._check_spaces(env.observation_space, env.action_space)
         super().__init__(
@@ -131,6 +147,30 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self._episode_starts: np.ndarray | None = None
         if _init_setup_model:
             self._setup_model()
+
+    @staticmethod
+    def _check_hyperparameters(
+        learning_rate: float | Schedule,
+        buffer_size: int,
+        learning_starts: int,
+        batch_size: int,
+        sequence_length: int,
+        imagination_horizon: int,
+        train_freq: Any,
+        gradient_steps: int,
+        gamma: float,
+        stats_window_size: int,
+    ) -> None:
+        check_learning_rate(learning_rate)
+        check_number("buffer_size", buffer_size, 1, integer=True)
+        check_number("learning_starts", learning_starts, 0, integer=True)
+        check_number("batch_size", batch_size, 1, integer=True)
+        check_number("sequence_length", sequence_length, 2, integer=True)
+        check_number("imagination_horizon", imagination_horizon, 1, integer=True)
+        check_train_freq(train_freq)
+        check_gradient_steps(gradient_steps)
+        check_number("gamma", gamma, 0, 1)
+        check_number("stats_window_size", stats_window_size, 1, integer=True)
 
     @staticmethod
     def _check_spaces(observation_space: spaces.Space, action_space: spaces.Space) -> None:
@@ -180,6 +220,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         if env_resets:
             self.replay_buffer.mark_episode_starts()
             self._policy_state = None
+            check_finite_step(self.num_timesteps, self._last_obs)
+        warn_if_no_update(self.learning_starts, result[0])
         return result
 
     def _sample_action(
@@ -198,6 +240,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         return action, action
 
     def _store_transition(self, replay_buffer, buffer_action, new_obs, reward, dones, infos) -> None:
+        check_finite_step(self.num_timesteps, new_obs, reward, infos)
         super()._store_transition(replay_buffer, buffer_action, new_obs, reward, dones, infos)
         life_loss = np.array([info.get("life_loss", False) for info in infos], dtype=bool)
         self._episode_starts = np.asarray(dones, dtype=bool) | life_loss

@@ -233,3 +233,22 @@ def test_random_intensity_scales_each_image_within_ten_percent():
     factors = out[:, 0, 0, 0]
     assert (out == factors.view(-1, 1, 1, 1)).all()  # one factor per image
     assert factors.min() >= 0.9 and factors.max() <= 1.1 and factors.std() > 0.02
+
+
+def test_replay_buffer_of_another_env_is_refused(tmp_path, tiny_mlp, toy):
+    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, learning_starts=1000)
+    model.learn(30)
+    model.save_replay_buffer(tmp_path / "buffer.npz")
+    other = _agent("MlpPolicy", gym.make("Acrobot-v1"), tiny_mlp)  # 6 entries, 3 actions
+    with pytest.raises(ValueError, match=r"game 0 observations has shape \(\d+, 4\), expected \(\d+, 6\)"):
+        other.load_replay_buffer(tmp_path / "buffer.npz")
+    with np.load(tmp_path / "buffer.npz") as data:
+        arrays = {key: data[key] for key in data.files}
+    arrays["game0/actions"] = arrays["game0/actions"] + 7
+    np.savez(tmp_path / "crafted.npz", **arrays)
+    with pytest.raises(ValueError, match="game 0 has actions outside Discrete"):
+        model.load_replay_buffer(tmp_path / "crafted.npz")
+    arrays["game0/actions"] = arrays["game0/actions"] - 7
+    np.savez(tmp_path / "crafted.npz", **{**arrays, "total_added": np.asarray(1)})
+    with pytest.raises(ValueError, match="total_added=1 is below"):
+        model.load_replay_buffer(tmp_path / "crafted.npz")

@@ -85,3 +85,26 @@ def test_save_load_round_trip_and_mismatch(tmp_path):
     other = SequenceReplayBuffer(12, space, spaces.Discrete(3), device="cpu", n_envs=3)
     with pytest.raises(ValueError, match="does not match"):
         other.load(tmp_path / "buffer.npz")
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("pos", np.int64(6), r"write position 6 is not an integer in \[0, 5\]"),
+        ("pos", np.int64(-1), r"write position -1 is not an integer in \[0, 5\]"),
+        ("pos", np.float64(2.0), "write position 2.0 is not an integer"),
+        ("full", np.int64(3), "'full' is 3, not a boolean"),
+        ("next_is_first", np.ones(3, bool), r"'next_is_first' is \(3,\) bool, expected \(2,\) bool"),
+    ],
+)
+def test_load_refuses_a_write_position_or_flags_that_do_not_fit(name, value, message, tmp_path):
+    buffer = SequenceReplayBuffer(12, IMAGE, spaces.Discrete(3), device="cpu", n_envs=2)
+    fill(buffer, 4)
+    buffer.save(tmp_path / "buffer.npz")
+    with np.load(tmp_path / "buffer.npz") as data:
+        arrays = {key: data[key] for key in data.files}
+    np.savez(tmp_path / "crafted.npz", **{**arrays, name: value})
+    restored = SequenceReplayBuffer(12, IMAGE, spaces.Discrete(3), device="cpu", n_envs=2)
+    with pytest.raises(ValueError, match=message):
+        restored.load(tmp_path / "crafted.npz")
+    assert restored.pos == 0 and not restored.observations[None].any()  # nothing was changed

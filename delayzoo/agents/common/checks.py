@@ -1,0 +1,145 @@
+"""Checks shared by the agents: hyperparameter ranges at construction, finite data at every step.
+
+A bad hyperparameter is refused in the constructor with a ``ValueError`` (``TypeError`` for a value
+of the wrong type) that names it, the value and the valid range, instead of training silently or
+failing deep inside torch. A non-finite reward or observation is refused when the env returns it,
+before the replay buffer (and so any update) sees it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = [
+    "check_finite_step",
+    "check_gradient_steps",
+    "check_learning_rate",
+    "check_number",
+    "check_train_freq",
+    "warn_if_no_update",
+]
+
+
+def check_number(
+    name: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    integer: bool = False,
+    low_open: bool = False,
+    high_open: bool = False,
+    optional: bool = False,
+) -> None:
+    """Raise unless ``value`` is a finite number in the range (``None`` too when ``optional``).
+
+    :param name: the hyperparameter's name, for the message
+    :param value: the value given
+    :param low: the smallest valid value (``None``: no lower bound)
+    :param high: the largest valid value (``None``: no upper bound)
+    :param integer: the value must be an integer
+    :param low_open: ``low`` itself is not valid
+    :param high_open: ``high`` itself is not valid
+    :param optional: ``None`` is valid
+    :raise TypeError: for a value that is not a number (or not an integer when ``integer``)
+    :raise ValueError: for NaN, infinity or a value outside the range
+    """
+    if value is None and optional:
+        return
+    kind = numbers.Integral if integer else numbers.Real
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
+        expected = "an integer" if integer else "a number"
+        raise TypeError(f"{name} must be {expected}{' or None' if optional else ''}, got {value!r}")
+    left = "(" if low_open else "["
+    right = ")" if high_open else "]"
+    valid = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+    inside = math.isfinite(value) and (
+        (low is None or (value > low if low_open else value >= low))
+        and (high is None or (value < high if high_open else value <= high))
+    )
+    if not inside:
+        raise ValueError(f"{name} must be in {valid}, got {value!r}")
+
+
+def check_learning_rate(value: float | Callable[[float], float]) -> None:
+    """A learning rate (or a schedule, checked at its start) must be a finite number > 0."""
+    start = value(1.0) if callable(value) else value
+    check_number("learning_rate" if not callable(value) else "learning_rate(1.0) of the schedule", start, 0, low_open=True)
+
+
+def check_train_freq(value: Any) -> None:
+    """``train_freq``: an integer >= 1, or SB3's ``(n, "step")`` / ``(n, "episode")`` with n >= 1."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2 or value[1] not in ("step", "episode"):
+            raise ValueError(f"train_freq must be an integer or (n, 'step') / (n, 'episode'), got {value!r}")
+        check_number("train_freq", value[0], 1, integer=True)
+    elif hasattr(value, "frequency") and hasattr(value, "unit"):  # SB3's TrainFreq, as a loaded model has it
+        check_number("train_freq", value.frequency, 1, integer=True)
+    else:
+        check_number("train_freq", value, 1, integer=True)
+
+
+def check_gradient_steps(value: Any) -> None:
+    """``gradient_steps``: an integer >= 0, or -1 (SB3's meaning: as many updates as env steps collected)."""
+    check_number("gradient_steps", value, -1, integer=True)
+
+
+def warn_if_no_update(learning_starts: int, total_timesteps: int) -> None:
+    """Warn when a run ends before the first update (``learning_starts >= total_timesteps``)."""
+    if learning_starts >= total_timesteps:
+        warnings.warn(
+            f"learning_starts={learning_starts} >= total_timesteps={total_timesteps}: this run collects "
+            "random steps only and makes no update",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _nonfinite_envs(array: Any, n_envs: int) -> np.ndarray:
+    values = np.asarray(array)
+    if not np.issubdtype(values.dtype, np.floating):
+        return np.zeros(n_envs, dtype=bool)
+    return ~np.isfinite(values.reshape(n_envs, -1)).all(axis=1)
+
+
+def check_finite_step(step: int, observations: Any, rewards: Any = None, infos: Any = None) -> None:
+    """Raise a ``ValueError`` naming the step and the env index at the first non-finite reward or observation.
+
+    :param step: the env step counter (``num_timesteps``) the data belongs to
+    :param observations: the batched observations (an array, or a dict of arrays)
+    :param rewards: the batched rewards (``None`` on reset)
+    :param infos: the infos of the step; their ``terminal_observation`` entries are checked too
+    """
+    parts = observations.items() if isinstance(observations, dict) else [(None, observations)]
+    n_envs = len(next(iter(observations.values())) if isinstance(observations, dict) else observations)
+    if rewards is not None:
+        bad = _nonfinite_envs(np.asarray(rewards, dtype=np.float64), n_envs)
+        if bad.any():
+            env = int(np.argmax(bad))
+            raise ValueError(
+                f"non-finite reward {float(np.asarray(rewards).reshape(n_envs)[env])} at step {step} in env {env}; "
+                "the env must return finite rewards"
+            )
+    for key, array in parts:
+        bad = _nonfinite_envs(array, n_envs)
+        if bad.any():
+            env = int(np.argmax(bad))
+            where = "" if key is None else f" (key {key!r})"
+            raise ValueError(f"non-finite observation{where} at step {step} in env {env}; the env must return finite observations")
+    for env, info in enumerate(infos or []):
+        final = info.get("terminal_observation")
+        if final is None:
+            continue
+        finals = final.items() if isinstance(final, dict) else [(None, final)]
+        for key, array in finals:
+            if _nonfinite_envs(np.asarray(array)[None], 1).any():
+                where = "" if key is None else f" (key {key!r})"
+                raise ValueError(
+                    f"non-finite terminal observation{where} at step {step} in env {env}; "
+                    "the env must return finite observations"
+                )

@@ -1,0 +1,239 @@
+"""Nothing in a YAML file or a run folder runs code: every probe leaves its marker absent and exits 2."""
+
+from __future__ import annotations
+
+import glob
+import json
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from rl_zoo3 import __file__ as rl_zoo3_file
+
+from delayzoo import PWM
+from delayzoo.zoo import eval as zoo_eval
+from delayzoo.zoo import train
+from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.hyperparams import hyperparams_dir
+from delayzoo.zoo.trust import parse_kwargs, resolve_name
+from tests.zoo.helpers import TINY_PPO, files_under, run_module
+
+BOUNDED = ["-n", "64", "--eval-freq", "-1", "--num-threads", "1"]
+
+
+class Payload:
+    """Unpickling it creates the folder ``marker``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return (os.makedirs, (self.marker,))
+
+
+def all_kwargs_strings() -> list[str]:
+    """Every keyword string of our hyperparameter files and of rl_zoo3's own."""
+    found = []
+    files = sorted(hyperparams_dir().glob("*.yml")) + sorted(Path(glob.escape(str(Path(rl_zoo3_file).parent))).glob("hyperparams/*.yml"))
+    for path in files:
+        for entry in (yaml.safe_load(path.read_text()) or {}).values():
+            if isinstance(entry, dict):
+                found += [entry[key] for key in ("policy_kwargs", "replay_buffer_kwargs", "normalize")
+                          if isinstance(entry.get(key), str)]
+    return found
+
+
+def test_every_keyword_string_of_the_zoo_and_rl_zoo3_files_parses():
+    strings = all_kwargs_strings()
+    assert len(strings) > 50
+    for text in strings:
+        assert isinstance(parse_kwargs(text, "test"), dict), text
+
+
+def test_parsed_values_equal_what_python_would_build():
+    value = parse_kwargs(
+        "dict(log_std_init=-2, ortho_init=False, activation_fn=nn.ReLU, net_arch=dict(pi=[256], vf=(64, 64)), "
+        "optimizer_class=th.optim.Adam, optimizer_kwargs={'eps': 1e-5}, features=None, other=torch.nn.Tanh, x=+3)",
+        "test",
+    )
+    assert value == dict(
+        log_std_init=-2, ortho_init=False, activation_fn=torch.nn.ReLU, net_arch=dict(pi=[256], vf=(64, 64)),
+        optimizer_class=torch.optim.Adam, optimizer_kwargs={"eps": 1e-5}, features=None, other=torch.nn.Tanh, x=3,
+    )
+
+
+PAYLOADS = [
+    "__import__('os').makedirs('{marker}')",
+    "dict(a=__import__('os').makedirs('{marker}'))",
+    "dict(a=open('{marker}', 'w'))",
+    "dict(a=nn.Module.__subclasses__())",
+    "dict(a=nn.functional.relu)",
+    "dict(a=th.nn.modules.module.sys)",
+    "dict(a=nn.__class__)",
+    "dict(a=(lambda: 1)())",
+    "dict(a=[x for x in 'ab'])",
+    "dict(a=2 ** 100000)",
+    "dict(**{{'a': 1}})",
+    "eval('1')",
+]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_keyword_payloads_are_refused_and_run_nothing(payload, tmp_path):
+    text = payload.format(marker=tmp_path / "marker")
+    with pytest.raises(ZooError, match="is not allowed in|is not valid"):
+        parse_kwargs(text, "policy_kwargs in test.yml")
+    assert not (tmp_path / "marker").exists()
+
+
+def test_names_resolve_only_under_the_allow_list_and_to_the_expected_kind():
+    import gymnasium as gym
+
+    assert resolve_name("gymnasium.wrappers.ClipReward", gym.Wrapper, "test") is gym.wrappers.ClipReward
+    with pytest.raises(ZooError, match="'pydoc.pipepager' is outside the packages the zoo imports from files"):
+        resolve_name("pydoc.pipepager", gym.Wrapper, "test")
+    with pytest.raises(ZooError, match="is not a Wrapper class"):
+        resolve_name("stable_baselines3.common.save_util.load_from_pkl", gym.Wrapper, "test")
+    assert resolve_name("pydoc.Helper", object, "test", trusted=True).__name__ == "Helper"
+
+
+def conf(tmp_path: Path, **entry) -> str:
+    """A -conf file for CartPole-v1 with the tiny PPO settings plus ``entry``."""
+    base = {"policy": "MlpPolicy", "n_timesteps": 64, "n_steps": 64, "batch_size": 64, "n_epochs": 1}
+    path = tmp_path / "conf.yml"
+    path.write_text(yaml.safe_dump({"CartPole-v1": {**base, **entry}}))
+    return str(path)
+
+
+def yaml_probes(marker: Path) -> dict[str, tuple[dict, str]]:
+    return {
+        "policy_kwargs": ({"policy_kwargs": f"dict(net_arch=__import__('os').makedirs('{marker}'))"},
+                          "policy_kwargs in"),
+        "normalize": ({"normalize": f"dict(norm_obs=__import__('os').makedirs('{marker}'))"}, "normalize in"),
+        "env_wrapper": ({"env_wrapper": [{"pydoc.pipepager": {"cmd": f"mkdir {marker}"}}]},
+                        "env_wrapper in"),
+        "callback": ({"callback": [{"os.makedirs": {"name": str(marker)}}]}, "callback in"),
+        "vec_env_wrapper": ({"vec_env_wrapper": "subprocess.Popen"}, "vec_env_wrapper in"),
+        "policy": ({"policy": "os.system"}, "policy in"),
+        "replay_buffer_class": ({"replay_buffer_class": "__import__('os').system('true')"}, "replay_buffer_class in"),
+    }
+
+
+@pytest.mark.parametrize("probe", sorted(yaml_probes(Path("m"))))
+def test_yaml_probes_exit_2_write_nothing_and_run_nothing(probe, tmp_path, capsys):
+    marker = tmp_path / "marker"
+    entry, message = yaml_probes(marker)[probe]
+    logs = tmp_path / "logs"
+    assert train.main(["-conf", conf(tmp_path, **entry), "-f", str(logs), *BOUNDED]) == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error and len(error.strip().splitlines()) == 1
+    assert not marker.exists() and files_under(logs) == []
+
+
+def test_yaml_python_tags_and_missing_n_timesteps_exit_2_with_one_line(tmp_path, capsys):
+    marker = tmp_path / "marker"
+    tagged = tmp_path / "tagged.yml"
+    tagged.write_text(f"CartPole-v1:\n  policy: !!python/object/apply:os.makedirs ['{marker}']\n")
+    assert train.main(["-conf", str(tagged), "-f", str(tmp_path / "logs"), *BOUNDED]) == 2
+    error = capsys.readouterr().err
+    assert "is not plain YAML data" in error and len(error.strip().splitlines()) == 1 and not marker.exists()
+    path = conf(tmp_path)
+    content = yaml.safe_load(Path(path).read_text())
+    del content["CartPole-v1"]["n_timesteps"]
+    Path(path).write_text(yaml.safe_dump(content))
+    assert train.main(["-conf", path, "-f", str(tmp_path / "logs"), "--eval-freq", "-1"]) == 2
+    assert "have no n_timesteps: add it or pass -n STEPS" in capsys.readouterr().err
+    assert files_under(tmp_path / "logs") == []
+    assert train.main(["-conf", path, "-f", str(tmp_path / "logs"), *BOUNDED]) == 0  # -n stands in for it
+
+
+def test_trusted_yaml_runs_rl_zoo3s_way(tmp_path):
+    entry = {"policy_kwargs": "dict(net_arch=[int('8')])",
+             "env_wrapper": [{"gymnasium.wrappers.ClipReward": {"min_reward": -1, "max_reward": 1}}]}
+    args = ["-conf", conf(tmp_path, **entry), "-f", str(tmp_path / "logs"), *BOUNDED]
+    assert train.main(args) == 2
+    assert train.main([*args, "--trust-run-files"]) == 0
+
+
+@pytest.fixture
+def shared_run(ppo_run, tmp_path) -> Path:
+    """A copy of the session's PPO run folder, to be tampered with."""
+    shutil.copytree(ppo_run / "logs", tmp_path / "logs")
+    return tmp_path / "logs/ppo/CartPole-v1_1"
+
+
+def test_eval_refuses_wrapper_names_of_a_shared_config(shared_run, tmp_path, capsys):
+    marker = tmp_path / "marker"
+    config = shared_run / "CartPole-v1/config.yml"
+    config.write_text(config.read_text() + f"env_wrapper:\n- pydoc.pipepager:\n    cmd: mkdir {marker}\n")
+    argv = ["--algo", "ppo", "--env", "CartPole-v1", "-f", str(tmp_path / "logs"), "-n", "1"]
+    assert zoo_eval.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "'pydoc.pipepager' is outside the packages" in error and len(error.strip().splitlines()) == 1
+    assert not marker.exists()
+
+
+def test_eval_and_resume_refuse_a_pickled_vecnormalize(shared_run, tmp_path, capsys):
+    marker = tmp_path / "marker"
+    (shared_run / "CartPole-v1/vecnormalize.pkl").write_bytes(pickle.dumps(Payload(marker)))
+    argv = ["--algo", "ppo", "--env", "CartPole-v1", "-f", str(tmp_path / "logs"), "-n", "1"]
+    assert zoo_eval.main(argv) == 2
+    assert "vecnormalize.pkl is a pickle, and loading it could run code" in capsys.readouterr().err
+    resume = ["--algo", "ppo", "--env", "CartPole-v1", "-i", str(shared_run / "CartPole-v1.zip"),
+              "-f", str(tmp_path / "new"), *BOUNDED, *TINY_PPO]
+    assert train.main(resume) == 2
+    error = capsys.readouterr().err
+    assert "vecnormalize.pkl is a pickle" in error and len(error.strip().splitlines()) == 1
+    assert not marker.exists() and files_under(tmp_path / "new") == []
+
+
+def test_resume_from_a_crafted_model_of_our_agent_exits_2(tmp_path, capsys):
+    model = PWM("MlpPolicy", "CartPole-v1", learning_starts=8, sequence_length=8, batch_size=2, device="cpu",
+                policy_kwargs=dict(world_model_kwargs=dict(stoch=4, classes=4, mlp_units=16, mlp_layers=1,
+                                                           seq_width=16, seq_cells=1, seq_heads=2, reward_bins=21),
+                                   actor_critic_kwargs=dict(units=16, layers=1, value_bins=21)))
+    model.save(tmp_path / "model.zip")
+    with zipfile.ZipFile(tmp_path / "model.zip") as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(entries["data"])
+    data["counters"]["num_timesteps"] = "abc"
+    with zipfile.ZipFile(tmp_path / "model.zip", "w") as archive:
+        for name, content in {**entries, "data": json.dumps(data)}.items():
+            archive.writestr(name, content)
+    argv = ["--algo", "pwm", "--env", "CartPole-v1", "-i", str(tmp_path / "model.zip"), "-f", str(tmp_path / "logs"),
+            *BOUNDED]
+    assert train.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "not a delayzoo model file: " in error and "'num_timesteps' must be an integer" in error
+    assert len(error.strip().splitlines()) == 1 and files_under(tmp_path / "logs") == []
+
+
+def test_the_command_line_exits_2_without_a_traceback(tmp_path):
+    marker = tmp_path / "marker"
+    tagged = tmp_path / "tagged.yml"
+    tagged.write_text(f"CartPole-v1:\n  n_timesteps: !!python/object/apply:os.makedirs ['{marker}']\n")
+    result = run_module("delayzoo.zoo.train", "-conf", str(tagged), "-f", "logs", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and not marker.exists()
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_normalised_runs_keep_plain_statistics_that_eval_and_resume_read(tmp_path):
+    common = ["--algo", "ppo", "--env", "CartPole-v1", "--seed", "0", "--eval-freq", "-1", "--num-threads", "1",
+              "-f", "logs", *TINY_PPO, "normalize:True"]
+    result = run_module("delayzoo.zoo.train", *common, "-n", "128", "--save-freq", "64", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = tmp_path / "logs/ppo/CartPole-v1_1"
+    assert (run / "CartPole-v1/vecnormalize.npz").is_file() and not list(run.rglob("*.pkl"))
+    assert sorted(path.name for path in run.glob("rl_model_vecnormalize_*")) == [
+        "rl_model_vecnormalize_128_steps.npz", "rl_model_vecnormalize_64_steps.npz"]
+    assert zoo_eval.main(["--algo", "ppo", "--env", "CartPole-v1", "-f", str(tmp_path / "logs"), "-n", "1"]) == 0
+    resumed = run_module("delayzoo.zoo.train", *common, "-n", "64", "-i", str(run / "rl_model_64_steps.zip"),
+                         cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "Loading saved VecNormalize stats" in resumed.stdout and "rl_model_vecnormalize_64_steps.npz" in resumed.stdout
