@@ -2,5 +2,6 @@
 
 Command lines: ``python -m delayzoo.zoo.train`` (rl_zoo3's flags plus execution-delay flags),
 ``python -m delayzoo.zoo.eval`` (every checkpoint of a run into a CSV), ``python -m delayzoo.zoo.plot``
-(learning curves and the Atari 100k table), or ``delayzoo train|eval|plot``.
+(learning curves, return against delay and the Atari 100k table), ``python -m delayzoo.zoo.sweep`` (grids
+of runs on Ray), or ``delayzoo train|eval|plot|sweep``.
 """

@@ -1,4 +1,4 @@
-"""The ``delayzoo`` console script: ``delayzoo train|eval|plot [options]``."""
+"""The ``delayzoo`` console script: ``delayzoo train|eval|plot|sweep [options]``."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
-USAGE = """usage: delayzoo {train,eval,plot} [options]
+USAGE = """usage: delayzoo {train,eval,plot,sweep} [options]
 
   train   train an algorithm on an env, optionally under execution delay (rl_zoo3's flags + delay flags)
   eval    evaluate every checkpoint of a run into eval_result/<algo>/<run>.csv
   plot    learning curves (PNG) and the Atari 100k summary table (markdown)
+  sweep   a grid of train + eval runs (algorithms x envs x delays x seeds) on Ray
 
 'delayzoo COMMAND -h' shows the options of a command."""
 
@@ -39,7 +40,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from delayzoo.zoo import plot
 
         return plot.main(rest, prog="delayzoo plot")
-    close = difflib.get_close_matches(command, ["train", "eval", "plot"], n=1)
+    if command == "sweep":
+        from delayzoo.zoo import sweep
+
+        return sweep.main(rest, prog="delayzoo sweep")
+    close = difflib.get_close_matches(command, ["train", "eval", "plot", "sweep"], n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     print(f"delayzoo: error: unknown command {command!r}{hint}\n\n{USAGE}", file=sys.stderr)
     return 2
