@@ -20,9 +20,9 @@ holding rl_zoo3's usual ``<algo>/<env>_<id>/`` run folder, ``eval_result/`` and 
 Launching the same sweep again skips the cells whose training finished (the model's step counter
 reached ``-n``, or the YAML's ``n_timesteps``) and whose eval CSV is complete, only evaluates a trained
 cell without one, and resumes an interrupted cell from its latest saved model (the checkpoints of
-``--save-freq``, or the model saved at Ctrl-C) with ``-i``, the step counter continuing. Ctrl-C stops
-the sweep: queued runs are cancelled, running ones save their model, and the command to resume is
-printed.
+``--save-freq``, or the model saved at Ctrl-C) with ``-i``, the step counter continuing. Ctrl-C (or
+SIGTERM) stops the sweep: queued runs are cancelled, running ones save their model, and the command to
+resume is printed.
 
 Ray starts locally on the machine's cores unless ``--address`` names a cluster (``auto``, ``HOST:PORT``
 or ``ray://HOST:PORT``); on a cluster the log folder must be on a file system every node sees, and
@@ -47,6 +47,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from collections.abc import Sequence
@@ -281,10 +282,12 @@ def make_task(
 
 
 # ---------------------------------------------------------------------------------------------- a task
-def _die_with_parent() -> None:
-    """In the child: get SIGINT (save and stop, like Ctrl-C) if the Ray worker running it dies."""
+def _child_signals() -> None:
+    """In the child: SIGINT is Ctrl-C (even if inherited as ignored), and comes when the Ray worker dies."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # Ray's worker threads block it
     try:
-        ctypes.CDLL(None).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG (Linux)
     except (OSError, AttributeError):
         pass
 
@@ -298,10 +301,14 @@ def _run_command(argv: list[str], task: CellTask, log: Any) -> tuple[int, bool]:
         stdin=subprocess.DEVNULL,
         env={**os.environ, **task.env},
         start_new_session=True,
-        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        preexec_fn=_child_signals,
     )
     try:
-        return child.wait(), False
+        while True:  # short waits: Ray's cancel raises KeyboardInterrupt between bytecodes, not in a blocking wait
+            try:
+                return child.wait(timeout=0.5), False
+            except subprocess.TimeoutExpired:
+                continue
     except KeyboardInterrupt:
         child.send_signal(signal.SIGINT)
         try:
@@ -479,6 +486,25 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _stop_like_ctrl_c(number: int, frame: Any) -> None:
+    """SIGTERM (a job scheduler's stop) stops the sweep as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def _catch_stop_signals() -> dict[int, Any]:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt, even when started in the background (SIGINT ignored).
+
+    Set before Ray starts, so that its processes do not inherit an ignored SIGINT (Ray's cancel is a
+    SIGINT). Returns the handlers to put back; none outside the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+    return handlers
+
+
 def _dry_run(cells: list[Cell], plans: list[tuple[str, str, list[str]]], tasks: list[CellTask]) -> None:
     print(f"{len(cells)} cell(s); {len(tasks)} to run:")
     by_cell = {task.cell: task for task in tasks}
@@ -495,6 +521,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     :param prog: the program name shown in help and errors
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    handlers: dict[int, Any] = {}
+    started = False
     try:
         args, extra = parser(prog).parse_known_args(argv)
         if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
@@ -518,8 +546,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         if args.dry_run:
             _dry_run(cells, plans, tasks)
             return 0
-        started = _connect(ray, args.address, args.cpus_per_run, args.gpus_per_run) if tasks else False
+        if tasks:
+            handlers = _catch_stop_signals()
+            started = _connect(ray, args.address, args.cpus_per_run, args.gpus_per_run)
     except ZooError as error:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
         print(f"{prog}: error: {error}", file=sys.stderr)
         return 2
     except SystemExit as exit_:
@@ -535,6 +567,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
             (task.folder / _RUNNING).unlink(missing_ok=True)  # left by a killed launch
         code = run_sweep(tasks, args.cpus_per_run, args.gpus_per_run, shlex.join([*shlex.split(prog), *argv]))
     finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
         if started:
             ray.shutdown()
     if code != 130:
