@@ -351,6 +351,17 @@ def _import_ray() -> Any:
     return ray
 
 
+def _check_reachable(address: str) -> None:
+    """A quick TCP check of ``HOST:PORT`` / ``ray://HOST:PORT`` (Ray itself retries for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ZooError(f"--address must be 'auto', HOST:PORT or ray://HOST:PORT, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as error:
+        raise ZooError(f"cannot reach the Ray cluster at --address {address}: {error}") from None
+
+
 def _connect(ray: Any, address: str | None, cpus_per_run: float, gpus_per_run: float) -> bool:
     """Start or join Ray (``True`` when this call started it); check the cluster can hold one run."""
     started = False
@@ -360,6 +371,8 @@ def _connect(ray: Any, address: str | None, cpus_per_run: float, gpus_per_run: f
             package_root = str(Path(__file__).resolve().parents[2])
             path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
             kwargs.update(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+        if address not in (None, "auto", "local"):
+            _check_reachable(address)
         try:
             ray.init(address=address, **kwargs)
         except Exception as error:  # ConnectionError, TimeoutError, grpc errors, ...
