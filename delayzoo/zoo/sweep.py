@@ -211,11 +211,18 @@ def _complete_csv(run: Run, final_steps: int, n_episodes: int) -> bool:
 
 
 def _latest_save(run: Run) -> tuple[int, Path] | None:
-    """``(steps, path)`` of the run's most advanced saved model (checkpoint or final model)."""
-    saves = list(run.checkpoints())
-    if run.final_model.is_file():
-        saves.append((saved_steps(run.final_model), run.final_model))
-    return max(saves, key=lambda save: save[0]) if saves else None
+    """``(steps, path)`` of the run's most advanced readable model (the final model on a tie).
+
+    A model cut short by a kill (not a zip, or without its data) is passed over.
+    """
+    saves = [(steps, path) for steps, path in run.checkpoints()] + [(-1, run.final_model)]
+    readable = []
+    for steps, path in saves:
+        try:
+            readable.append((saved_steps(path), path))
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+            continue
+    return max(readable, key=lambda save: (save[0], save[1] == run.final_model)) if readable else None
 
 
 def _total_steps(runs: list[Run], requested: int | None) -> int | None:
@@ -486,6 +493,7 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--eval-checkpoints", choices=("all", "last"), default="all", help="evaluate every checkpoint or the final model"
     )
+    parser.add_argument("--eval-n-envs", type=int, default=1, help="eval episodes played side by side (default 1)")
     ray_group = parser.add_argument_group("Ray")
     ray_group.add_argument("--cpus-per-run", type=float, default=1.0, help="CPUs each run reserves (default 1)")
     ray_group.add_argument("--gpus-per-run", type=float, default=0.0, help="GPUs each run reserves (default 0)")
@@ -540,8 +548,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         args, extra = parser(prog).parse_known_args(argv)
         if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
             raise ZooError(f"--cpus-per-run must be > 0 and --gpus-per-run >= 0, got {args.cpus_per_run}, {args.gpus_per_run}")
-        if args.eval_n_episodes < 1 or args.save_timeout <= 0:
-            raise ZooError(f"--eval-n-episodes and --save-timeout must be > 0, got {args.eval_n_episodes}, {args.save_timeout}")
+        if args.eval_n_episodes < 1 or args.eval_n_envs < 1 or args.save_timeout <= 0:
+            raise ZooError(
+                "--eval-n-episodes, --eval-n-envs and --save-timeout must be > 0, "
+                f"got {args.eval_n_episodes}, {args.eval_n_envs}, {args.save_timeout}"
+            )
         _check_extra(extra)
         requested = _requested_steps(extra)
         cells = sweep_grid(args.algos, args.envs, args.delays, args.seeds, args.delay_process, args.pending_view)
@@ -549,7 +560,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         check_cells(cells, extra, log_folder)
         ray = _import_ray()
         plans = [plan_cell(cell, log_folder, requested, args.eval_n_episodes) for cell in cells]
-        eval_args = ["-n", str(args.eval_n_episodes), "--checkpoints", args.eval_checkpoints]
+        eval_args = ["-n", str(args.eval_n_episodes), "--n-envs", str(args.eval_n_envs), "--checkpoints", args.eval_checkpoints]
         eval_args += ["--device", "cpu"] if args.gpus_per_run == 0 else []
         tasks = [
             make_task(cell, log_folder, extra, plan, eval_args, args.cpus_per_run, args.gpus_per_run, args.save_timeout)

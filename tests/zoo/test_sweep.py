@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -128,6 +130,77 @@ def test_an_interrupted_run_is_resumed_from_its_last_checkpoint_with_the_step_co
     assert saved_steps(resumed / "CartPole-v1.zip") == 2024  # 1000 + 16 rollouts of 64 steps
     assert sorted(saved_steps(path) for path in resumed.glob("rl_model_*_steps.zip")) == [2000]  # --save-freq 1000
     assert _final_row(logs / cell.name / "eval_result" / "ppo" / "CartPole-v1_2.csv")[0] == "2024"
+
+
+def _fake_sweep_run(logs: Path, cell: sweep.Cell, scores: list[float]) -> None:
+    """A cell folder as a sweep leaves it: run folder with args.yml/config.yml, and the eval CSV."""
+    env_name = cell.name.split("_")[1]
+    params = logs / cell.name / cell.algo / f"{env_name}_1" / env_name
+    params.mkdir(parents=True)
+    (params / "args.yml").write_text(
+        f"algo: {cell.algo}\nenv: {cell.env_id}\nseed: {cell.seed}\ndelay: {cell.delay}\n"
+        f"delay_process: {cell.process}\npending_view: {str(cell.pending_view).lower()}\n"
+    )
+    (params / "config.yml").write_text("n_timesteps: 100\n")
+    eval_csv = logs / cell.name / "eval_result" / cell.algo / f"{env_name}_1.csv"
+    eval_csv.parent.mkdir(parents=True)
+    header = ",".join(f"episode_{index}" for index in range(len(scores)))
+    eval_csv.write_text(f"step,{header}\n50,{','.join('0' for _ in scores)}\n100,{','.join(map(str, scores))}\n")
+
+
+def test_by_delay_table_holds_the_mean_over_seeds_of_final_returns_with_bootstrap_intervals(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    finals = {("ppo", 0, 0): [10, 30], ("ppo", 0, 1): [40, 40], ("ppo", 3, 0): [5, 5], ("ppo", 3, 1): [15, 15],
+              ("dqn", 0, 0): [100, 100]}
+    for (algo, delay, seed), scores in finals.items():
+        _fake_sweep_run(logs, sweep.Cell(algo, "CartPole-v1", delay, "constant", False, seed), scores)
+    view = sweep.Cell("ppo", "CartPole-v1", 3, "random-walk", True, 0)
+    _fake_sweep_run(logs, view, [7, 9])
+    assert plot.main(["-f", str(logs), "--by-delay", "-o", str(tmp_path / "out"), "--n-bootstrap", "500"]) == 0
+    table = (tmp_path / "out" / "by-delay.md").read_text()
+    assert "| agent | delay 0 | delay 3 |" in table
+    assert "| dqn | 100.0 [100.0, 100.0] (1) |  |" in table
+    assert "| ppo | 30.0 [20.0, 40.0] (2) | 10.0 [5.0, 15.0] (2) |" in table  # seed means 20, 40 and 5, 15
+    assert "| ppo (random-walk from 0, p=0.2) +view |  | 8.0 [8.0, 8.0] (1) |" in table
+    assert (tmp_path / "out" / "CartPole-v1-by-delay.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot.main(["-f", str(tmp_path / "nothing"), "--by-delay"]) == 2
+
+
+def test_the_atari_table_reads_a_sweeps_runs(tmp_path):
+    logs = tmp_path / "logs"
+    for seed, score in enumerate([-20.7, 14.6]):  # random, human
+        _fake_sweep_run(logs, sweep.Cell("pwm", "ALE/Pong-v5", 0, "constant", False, seed), [score])
+    assert plot.main(["-f", str(logs), "--source", "eval", "--n-bootstrap", "100"]) == 0
+    table = (logs / "plots" / "atari100k.md").read_text()
+    assert "| pwm (delay=0) | 1/26 | 2 | 0.500 [" in table and "| Pong | -20.7 | 14.6 | -3.0 |" in table
+
+
+def _fake_model(path: Path, steps: int) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("data", json.dumps({"num_timesteps": steps}))
+
+
+def test_plan_of_a_cell_skips_evaluates_or_resumes_from_the_latest_readable_model(tmp_path):
+    logs = tmp_path / "logs"
+    cell = sweep.Cell("ppo", "CartPole-v1", 2, "constant", False, 0)
+    assert sweep.plan_cell(cell, logs, 2000, 2)[0] == "train"
+    _fake_sweep_run(logs, cell, [1, 2])  # an eval CSV whose last row is step 100
+    run = logs / cell.name / "ppo" / "CartPole-v1_1"
+    assert sweep.plan_cell(cell, logs, 2000, 2)[:2] == ("train", "new (CartPole-v1_1 saved no model)")
+    _fake_model(run / "rl_model_1000_steps.zip", 1000)
+    (run / "CartPole-v1.zip").write_bytes(b"cut short by a kill")
+    action, _, flags = sweep.plan_cell(cell, logs, 2000, 2)
+    assert (action, flags) == ("resume", ["-i", str(run / "rl_model_1000_steps.zip"), "-n", "1000"])
+    _fake_model(run / "CartPole-v1.zip", 1200)  # saved at Ctrl-C
+    assert sweep.plan_cell(cell, logs, 2000, 2)[2] == ["-i", str(run / "CartPole-v1.zip"), "-n", "800"]
+    _fake_model(run / "rl_model_2000_steps.zip", 2000)
+    _fake_model(run / "CartPole-v1.zip", 2000)  # trained; the CSV has no row for step 2000
+    assert sweep.plan_cell(cell, logs, 2000, 2)[0] == "eval"
+    eval_csv = logs / cell.name / "eval_result" / "ppo" / "CartPole-v1_1.csv"
+    eval_csv.write_text("step,episode_0,episode_1\n1000,3,4\n2000,5,6\n")
+    assert sweep.plan_cell(cell, logs, 2000, 2)[0] == "skip"
+    assert sweep.plan_cell(cell, logs, 2000, 3)[0] == "eval"  # fewer episodes than asked
+    assert sweep.plan_cell(cell, logs, 3000, 2)[2] == ["-i", str(run / "CartPole-v1.zip"), "-n", "1000"]
 
 
 def test_killed_run_is_reported_failed_with_the_signal_and_its_log(tmp_path):
