@@ -2,7 +2,8 @@
 
 Command lines: ``python -m delayzoo.zoo.train`` (rl_zoo3's flags plus execution-delay flags),
 ``python -m delayzoo.zoo.eval`` (every checkpoint of a run into a CSV), ``python -m delayzoo.zoo.plot``
-(learning curves and the Atari 100k table), ``python -m delayzoo.zoo.enjoy`` and
-``python -m delayzoo.zoo.record_video`` (watch or record a trained agent under its run's delay), or
-``delayzoo train|eval|plot|enjoy|record_video``.
+(learning curves, return against delay and the Atari 100k table), ``python -m delayzoo.zoo.enjoy`` and
+``python -m delayzoo.zoo.record_video`` (watch or record a trained agent under its run's delay),
+``python -m delayzoo.zoo.sweep`` (grids of runs on Ray), or
+``delayzoo train|eval|plot|enjoy|record_video|sweep``.
 """

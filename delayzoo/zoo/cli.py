@@ -1,4 +1,4 @@
-"""The ``delayzoo`` console script: ``delayzoo train|eval|plot|enjoy|record_video [options]``."""
+"""The ``delayzoo`` console script: ``delayzoo train|eval|plot|enjoy|record_video|sweep [options]``."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
-USAGE = """usage: delayzoo {train,eval,plot,enjoy,record_video} [options]
+USAGE = """usage: delayzoo {train,eval,plot,enjoy,record_video,sweep} [options]
 
   train          train an algorithm on an env, optionally under execution delay (rl_zoo3's flags + delay flags)
   eval           evaluate every checkpoint of a run into eval_result/<algo>/<run>.csv
-  plot           learning curves (PNG) and the Atari 100k summary table (markdown)
+  plot           learning curves (PNG), return against delay, and the Atari 100k summary table (markdown)
   enjoy          watch a trained agent in the env (and delay) it was trained in
   record_video   record a video of a trained agent in the env (and delay) it was trained in
+  sweep          a grid of train + eval runs (algorithms x envs x delays x seeds) on Ray
 
 'delayzoo COMMAND -h' shows the options of a command."""
 
@@ -45,7 +46,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from delayzoo.zoo import enjoy
 
         return enjoy.main(rest, prog=f"delayzoo {command}", record=command == "record_video")
-    close = difflib.get_close_matches(command, ["train", "eval", "plot", "enjoy", "record_video"], n=1)
+    if command == "sweep":
+        from delayzoo.zoo import sweep
+
+        return sweep.main(rest, prog="delayzoo sweep")
+    close = difflib.get_close_matches(command, ["train", "eval", "plot", "enjoy", "record_video", "sweep"], n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     print(f"delayzoo: error: unknown command {command!r}{hint}\n\n{USAGE}", file=sys.stderr)
     return 2

@@ -13,6 +13,12 @@ its runs (seeds) with the min-max band shaded. ``--source monitor`` (default) pl
 When evaluated Atari 100k runs exist, ``<output dir>/atari100k.md`` holds, per algorithm and delay
 setting, the mean, median and IQM of the human-normalised scores of the final models with 95%
 stratified-bootstrap intervals, and the raw score of each game.
+
+``--by-delay`` draws instead the final return against the delay value (a sweep's study, see
+:mod:`delayzoo.zoo.sweep`): one PNG per env, ``<output dir>/<env>-by-delay.png``, with one line per
+algorithm (and delay process, pending view), the mean over its evaluated runs (seeds) of the final
+model's mean eval return, with 95% percentile-bootstrap intervals over the runs; and the same numbers
+as markdown tables in ``<output dir>/by-delay.md``. A run without delay counts as delay 0.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.runs import Run, find_runs, read_monitor
 from delayzoo.zoo.scores import AGGREGATES, atari_game, bootstrap_interval, human_normalized, reference_scores
 
-__all__ = ["atari_table", "learning_curve", "main", "plot_env"]
+__all__ = ["atari_table", "delay_results", "delay_table", "final_return", "learning_curve", "main", "plot_by_delay", "plot_env"]
 
 
 def _read_eval(run: Run) -> tuple[np.ndarray, np.ndarray]:
@@ -136,6 +142,111 @@ def atari_table(runs: list[Run], n_resamples: int = 2000, seed: int = 0) -> str 
     return "\n".join(lines) + "\n"
 
 
+def final_return(run: Run) -> float | None:
+    """The mean eval return of the run's most trained model (its eval CSV's last step); ``None`` unevaluated."""
+    steps, means = _read_eval(run)
+    return float(means[np.argmax(steps)]) if steps.size else None
+
+
+def _delay_line(run: Run) -> tuple[int, str]:
+    """The delay value of a run and the label of its line: the algorithm and the delay setting but the value."""
+    settings = run.delay_settings().resolved()
+    if settings.delay is None:
+        return 0, run.algo
+    if settings.process == "random-walk":
+        variant = f" (random-walk from {settings.min_delay}, p={settings.p:g})"
+    elif settings.process == "iid":
+        variant = f" (iid from {settings.min_delay})"
+    else:
+        variant = ""
+    return settings.delay, run.algo + variant + (" +view" if settings.pending_view else "")
+
+
+def delay_results(runs: list[Run]) -> dict[str, dict[str, dict[int, list[float]]]]:
+    """``{env id: {line label: {delay: [final return of each evaluated run]}}}``."""
+    results: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+    for run in runs:
+        score = final_return(run)
+        if score is not None:
+            delay, label = _delay_line(run)
+            results[run.env_id][label][delay].append(score)
+    return results
+
+
+def _mean_interval(scores: list[float], n_resamples: int, seed: int) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean over runs with its 95% percentile-bootstrap interval."""
+    return bootstrap_interval({"runs": scores}, lambda groups: float(np.mean(groups["runs"])), n_resamples, seed=seed)
+
+
+def plot_by_delay(
+    env_id: str, lines: dict[str, dict[int, list[float]]], path: Path, n_resamples: int = 2000, seed: int = 0
+) -> Path:
+    """Write the PNG of final return against delay for one env (``lines`` from :func:`delay_results`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for label, by_delay in sorted(lines.items()):
+        delays = sorted(by_delay)
+        stats = np.array([_mean_interval(by_delay[delay], n_resamples, seed) for delay in delays])
+        runs = sorted({len(by_delay[delay]) for delay in delays})
+        counts = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
+        error = [stats[:, 0] - stats[:, 1], stats[:, 2] - stats[:, 0]]
+        axes.errorbar(delays, stats[:, 0], yerr=error, marker="o", capsize=4, label=f"{label} ({counts} run(s) per point)")
+    axes.set_title(f"{env_id}: final return against delay")
+    axes.set_xlabel("delay (steps)")
+    axes.set_ylabel("eval return of the final model")
+    axes.xaxis.get_major_locator().set_params(integer=True)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize="small")
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=80)
+    plt.close(figure)
+    return path
+
+
+def delay_table(runs: list[Run], n_resamples: int = 2000, seed: int = 0) -> str | None:
+    """Markdown tables of final return against delay, one per env; ``None`` without evaluated runs."""
+    results = delay_results(runs)
+    if not results:
+        return None
+    lines = []
+    for env_id, by_label in sorted(results.items()):
+        delays = sorted({delay for by_delay in by_label.values() for delay in by_delay})
+        lines += [f"### {env_id}", "", "| agent | " + " | ".join(f"delay {delay}" for delay in delays) + " |"]
+        lines.append("|---|" + "---|" * len(delays))
+        for label, by_delay in sorted(by_label.items()):
+            cells = []
+            for delay in delays:
+                if delay in by_delay:
+                    mean, low, high = _mean_interval(by_delay[delay], n_resamples, seed)
+                    cells.append(f"{mean:.1f} [{low:.1f}, {high:.1f}] ({len(by_delay[delay])})")
+                else:
+                    cells.append("")
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append(
+        "Eval return of each run's final model (mean over its eval episodes), mean over runs (seeds) "
+        f"[95% percentile bootstrap over runs, {n_resamples} resamples] (number of runs)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _write_by_delay(runs: list[Run], output: Path, n_resamples: int, seed: int) -> None:
+    table = delay_table(runs, n_resamples, seed)
+    if table is None:
+        raise ZooError("--by-delay needs evaluated runs: none of these runs has an eval CSV (run delayzoo.zoo.eval)")
+    for env_id, lines in sorted(delay_results(runs).items()):
+        png = output / f"{re.sub(r'[^A-Za-z0-9_.-]', '-', env_id)}-by-delay.png"
+        print(f"Wrote {plot_by_delay(env_id, lines, png, n_resamples, seed)}")
+    (output / "by-delay.md").write_text(table)
+    print(table)
+    print(f"Wrote {output / 'by-delay.md'}")
+
+
 def parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The command line of ``delayzoo plot``."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
@@ -148,7 +259,10 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--window", type=int, default=10, help="episodes in the running mean (monitor source)")
     parser.add_argument("--points", type=int, default=100, help="points per curve")
     parser.add_argument("-o", "--output-dir", type=Path, help="where to write (default <log folder>/plots)")
-    parser.add_argument("--n-bootstrap", type=int, default=2000, help="bootstrap resamples of the Atari table")
+    parser.add_argument(
+        "--by-delay", action="store_true", help="final return against delay per algorithm (PNG and markdown table)"
+    )
+    parser.add_argument("--n-bootstrap", type=int, default=2000, help="bootstrap resamples of the intervals")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     return parser
 
@@ -177,6 +291,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else 1
     output = args.output_dir or Path(args.log_folder) / "plots"
+    if args.by_delay:
+        try:
+            _write_by_delay(runs, output, args.n_bootstrap, args.seed)
+        except ZooError as error:
+            print(f"{prog}: error: {error}", file=sys.stderr)
+            return 2
+        return 0
     by_env: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         by_env[run.env_id].append(run)

@@ -4,7 +4,9 @@ A run of ``--algo ppo --env CartPole-v1 -f logs`` is the folder ``logs/ppo/CartP
 ``-uuid``: ``CartPole-v1_<id>_<uuid>``, where several runs can share an id) with the
 final model ``CartPole-v1.zip``, checkpoints ``rl_model_<steps>_steps.zip``, monitor files
 ``<rank>.monitor.csv``, ``evaluations.npz`` and the sub-folder ``CartPole-v1/`` holding ``args.yml``,
-``config.yml`` (and ``vecnormalize.pkl`` when observations are normalised).
+``config.yml`` (and ``vecnormalize.pkl`` when observations are normalised). A sweep
+(:mod:`delayzoo.zoo.sweep`) gives each cell a log folder of its own inside its log folder
+(``logs/ppo_CartPole-v1_delay2_seed0/ppo/CartPole-v1_1/``): runs are looked for at both depths.
 """
 
 from __future__ import annotations
@@ -168,9 +170,11 @@ def _load_run(path: Path) -> Run | None:
 
 
 def find_runs(log_folder: str | Path, algos: list[str] | None = None, env_ids: list[str] | None = None) -> list[Run]:
-    """Every run under ``log_folder`` (``<algo>/<env>_<id>/``), optionally of some algorithms and envs only."""
+    """Every run under ``log_folder`` (``<algo>/<env>_<id>/``, or ``<cell>/<algo>/<env>_<id>/`` of a sweep),
+    optionally of some algorithms and envs only."""
     runs = []
-    for path in sorted(Path(log_folder).glob("*/*_*")):
+    folder = Path(log_folder)
+    for path in sorted([*folder.glob("*/*_*"), *folder.glob("*/*/*_*")]):
         if not path.is_dir() or not _RUN_FOLDER.search(path.name):
             continue
         run = _load_run(path)

@@ -1,0 +1,604 @@
+"""Grids of zoo runs on Ray: every cell one ``train`` + ``eval`` run, on a laptop or on a cluster.
+
+::
+
+    python -m delayzoo.zoo.sweep --algos ppo a2c --envs CartPole-v1 --delays 0 2 5 --seeds 0 1 \\
+        -f logs/delay-study -n 20000 --save-freq 5000
+
+runs the grid ``--algos`` x ``--envs`` x ``--delays`` x ``--delay-process`` x ``--seeds``: each cell is
+``python -m delayzoo.zoo.train --algo A --env E --delay D --delay-process P --seed S -f <cell folder>``
+followed by ``python -m delayzoo.zoo.eval`` of that run, each in its own process inside one Ray task
+(``--cpus-per-run``, ``--gpus-per-run``, fractions allowed), so that a run that crashes or is killed
+takes no other run down. Every other flag (``-n``, ``--save-freq``, ``-params``, ``--preset``,
+``--delay-p``, ...) goes to every ``train``. ``--pending-view`` gives every cell the pending actions.
+
+A cell's folder is ``<log folder>/<algo>_<env>_<delay>_seed<seed>/`` (``ppo_CartPole-v1_delay2_seed0``),
+holding rl_zoo3's usual ``<algo>/<env>_<id>/`` run folder, ``eval_result/`` and the cell's log
+``sweep.log`` (both commands' output). ``delayzoo.zoo.plot -f <log folder>`` reads these runs as any others
+(``--by-delay``: final return against delay).
+
+Launching the same sweep again skips the cells whose training finished (the model's step counter
+reached ``-n``, or the YAML's ``n_timesteps``) and whose eval CSV is complete, only evaluates a trained
+cell without one, and resumes an interrupted cell from its latest saved model (the checkpoints of
+``--save-freq``, or the model saved at Ctrl-C) with ``-i``, the step counter continuing. Ctrl-C (or
+SIGTERM) stops the sweep: queued runs are cancelled, running ones save their model, and the command to
+resume is printed.
+
+Ray starts locally on the machine's cores unless ``--address`` names a cluster (``auto``, ``HOST:PORT``
+or ``ray://HOST:PORT``); on a cluster the log folder must be on a file system every node sees, and
+delayzoo installed on every node. Ray is the extra ``pip install delayzoo[ray]``.
+
+Bad input (an empty grid, an unknown algorithm or env in any cell, contradictory delay flags,
+``--gpus-per-run`` on a cluster without GPUs, an unreachable ``--address``) prints a message and exits
+with code 2 before anything is written. The exit code is 1 when a run failed, 130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import itertools
+import json
+import math
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from huggingface_sb3 import EnvironmentName
+
+from delayzoo.zoo.envs import PROCESSES
+from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.runs import Run, find_runs
+
+__all__ = ["Cell", "CellResult", "CellTask", "main", "plan_cell", "run_cell", "run_sweep", "sweep_grid"]
+
+INSTALL_RAY = 'pip install "delayzoo[ray]"'
+"""How to install the optional dependency of the sweeps."""
+
+_SET_BY_THE_SWEEP = {
+    "--algo": "--algos",
+    "--env": "--envs",
+    "--seed": "--seeds",
+    "--delay": "--delays",
+    "--delay-process": "--delay-process (a sweep flag)",
+    "--pending-view": "--pending-view (a sweep flag)",
+    "-f": "-f (a sweep flag)",
+    "--log-folder": "-f (a sweep flag)",
+    "-i": "relaunching the sweep (it resumes interrupted runs)",
+    "--trained-agent": "relaunching the sweep (it resumes interrupted runs)",
+    "-optimize": "python -m delayzoo.zoo.train -optimize (one study per command)",
+    "--optimize-hyperparameters": "python -m delayzoo.zoo.train -optimize (one study per command)",
+}
+"""train flags a sweep sets itself, with what to use instead."""
+
+_RUNNING = ".running"
+"""The marker a cell's task keeps in the cell folder while it runs (host and pid)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One cell of a grid: an algorithm on an env at one delay setting and seed."""
+
+    algo: str
+    env_id: str
+    delay: int
+    process: str
+    pending_view: bool
+    seed: int
+
+    @property
+    def name(self) -> str:
+        """The cell folder's name: ``ppo_CartPole-v1_delay2_seed0``, ``dqn_ALE-Pong-v5_random-walk5+view_seed1``."""
+        delay = f"delay{self.delay}" if self.process == "constant" else f"{self.process}{self.delay}"
+        view = "+view" if self.pending_view else ""
+        return f"{self.algo}_{EnvironmentName(self.env_id)}_{delay}{view}_seed{self.seed}"
+
+    def train_args(self, log_folder: Path) -> list[str]:
+        """The cell's own ``train`` flags (the sweep adds the passed-through ones after them)."""
+        args = ["--algo", self.algo, "--env", self.env_id, "--seed", str(self.seed), "-f", str(log_folder / self.name)]
+        args += ["--delay", str(self.delay), "--delay-process", self.process]
+        return args + (["--pending-view"] if self.pending_view else [])
+
+
+@dataclasses.dataclass
+class CellTask:
+    """What one Ray task runs: the cell's commands (train unless already trained, then eval)."""
+
+    cell: Cell
+    folder: Path
+    action: str
+    commands: list[tuple[str, list[str]]]
+    env: dict[str, str]
+    save_timeout: float = 120.0
+
+    @property
+    def log(self) -> Path:
+        """The log of the cell's commands."""
+        return self.folder / "sweep.log"
+
+
+@dataclasses.dataclass
+class CellResult:
+    """How a cell's task ended: ``status`` is ``"done"``, ``"failed"`` or ``"interrupted"``."""
+
+    cell: Cell
+    status: str
+    log: Path
+    message: str = ""
+    seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------------------------------- grid
+def sweep_grid(
+    algos: Sequence[str],
+    envs: Sequence[str],
+    delays: Sequence[int],
+    seeds: Sequence[int],
+    processes: Sequence[str] = ("constant",),
+    pending_view: bool = False,
+) -> list[Cell]:
+    """The cells of a grid, in order (duplicates dropped); a :class:`ZooError` when an axis is empty."""
+    axes = {"--algos": algos, "--envs": envs, "--delays": delays, "--seeds": seeds, "--delay-process": processes}
+    empty = [flag for flag, values in axes.items() if not values]
+    if empty:
+        raise ZooError(f"empty grid: {', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no values")
+    cells = [
+        Cell(algo, env_id, delay, process, pending_view, seed)
+        for algo, env_id, process, delay, seed in itertools.product(algos, envs, processes, delays, seeds)
+    ]
+    return list(dict.fromkeys(cells))
+
+
+def check_cells(cells: Sequence[Cell], extra: Sequence[str], log_folder: Path) -> None:
+    """Run ``train``'s own checks (algorithm, env, delay flags, ``-i``) on every cell's command line."""
+    from delayzoo.zoo import train
+
+    for cell in cells:
+        argv = [*cell.train_args(log_folder), *extra]
+        own, rest = train.zoo_parser().parse_known_args(argv)
+        train._check(own, train._peek_parser().parse_known_args(rest)[0])  # the checks train runs first
+
+
+def _check_extra(extra: Sequence[str]) -> None:
+    for arg in extra:
+        flag = arg.split("=", 1)[0]
+        if flag in _SET_BY_THE_SWEEP:
+            raise ZooError(f"{flag} is set by the sweep for each cell: use {_SET_BY_THE_SWEEP[flag]}")
+        if flag in ("-h", "--help"):
+            raise ZooError("-h: see 'python -m delayzoo.zoo.sweep -h' and 'python -m delayzoo.zoo.train -h'")
+
+
+def _requested_steps(extra: Sequence[str]) -> int | None:
+    """The ``-n`` passed through (the last one wins, as in argparse), ``None`` when absent or <= 0."""
+    steps = None
+    for index, arg in enumerate(extra):
+        for flag in ("-n", "--n-timesteps"):
+            if arg == flag and index + 1 < len(extra):
+                steps = extra[index + 1]
+            elif arg.startswith(flag + "="):
+                steps = arg.split("=", 1)[1]
+    try:
+        return int(steps) if steps is not None and int(steps) > 0 else None
+    except ValueError:
+        raise ZooError(f"-n must be an integer, got {steps!r}") from None
+
+
+# ---------------------------------------------------------------------------------------------- plans
+def saved_steps(path: Path) -> int:
+    """The step counter of a saved model, read from the archive's plain JSON (nothing unpickled)."""
+    with zipfile.ZipFile(path) as archive:
+        return int(json.loads(archive.read("data"))["num_timesteps"])
+
+
+def _complete_csv(run: Run, final_steps: int, n_episodes: int) -> bool:
+    """Whether the run's eval CSV is whole: ``n_episodes`` scores per row and a row for the final model."""
+    if not run.eval_csv.is_file() or run.eval_csv.stat().st_mtime < run.final_model.stat().st_mtime:
+        return False
+    rows = [line.split(",") for line in run.eval_csv.read_text().splitlines() if line]
+    if not rows or len(rows[0]) != n_episodes + 1 or any(len(row) != n_episodes + 1 for row in rows):
+        return False
+    return any(row[0] == str(final_steps) for row in rows[1:])
+
+
+def _latest_save(run: Run) -> tuple[int, Path] | None:
+    """``(steps, path)`` of the run's most advanced readable model (the final model on a tie).
+
+    A model cut short by a kill (not a zip, or without its data) is passed over.
+    """
+    saves = [(steps, path) for steps, path in run.checkpoints()] + [(-1, run.final_model)]
+    readable = []
+    for steps, path in saves:
+        try:
+            readable.append((saved_steps(path), path))
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+            continue
+    return max(readable, key=lambda save: (save[0], save[1] == run.final_model)) if readable else None
+
+
+def _total_steps(runs: list[Run], requested: int | None) -> int | None:
+    """The cell's training length: ``-n``, else the YAML's ``n_timesteps`` its first run recorded."""
+    if requested is not None:
+        return requested
+    if runs and runs[0].config.get("n_timesteps") is not None:
+        return int(float(runs[0].config["n_timesteps"]))
+    return None
+
+
+def plan_cell(cell: Cell, log_folder: Path, requested_steps: int | None, n_episodes: int) -> tuple[str, str, list[str]]:
+    """What a (re)launch does with a cell: ``(action, description, train flags)``.
+
+    ``action`` is ``"train"`` (a new run), ``"resume"`` (``-i`` the latest save, ``-n`` the remaining
+    steps), ``"eval"`` (trained, not evaluated) or ``"skip"`` (trained and evaluated).
+    """
+    runs = find_runs(log_folder / cell.name, [cell.algo], [cell.env_id])
+    if not runs:
+        return "train", "new", []
+    latest, total = runs[-1], _total_steps(runs, requested_steps)
+    save = _latest_save(latest)
+    if save is None:
+        return "train", f"new ({latest.name} saved no model)", []
+    steps, path = save
+    if path == latest.final_model and (total is None or steps >= total):
+        if _complete_csv(latest, steps, n_episodes):
+            return "skip", f"done ({latest.name}, {steps} steps, evaluated)", []
+        return "eval", f"evaluate {latest.name} ({steps} steps)", []
+    if total is not None and steps >= total:  # a checkpoint at the last step, final model missing
+        return "resume", f"resume {latest.name} from {path.name} ({steps}/{total} steps)", ["-i", str(path), "-n", "1"]
+    remaining = str(total - steps) if total is not None else "-1"
+    return "resume", f"resume {latest.name} from {path.name} ({steps}/{total} steps)", ["-i", str(path), "-n", remaining]
+
+
+def _threads(cpus_per_run: float) -> int:
+    return max(1, math.floor(cpus_per_run))
+
+
+def make_task(
+    cell: Cell,
+    log_folder: Path,
+    extra: Sequence[str],
+    plan: tuple[str, str, list[str]],
+    eval_args: Sequence[str],
+    cpus_per_run: float,
+    gpus_per_run: float,
+    save_timeout: float,
+) -> CellTask:
+    """The commands of a cell's task (absolute paths: a worker may start elsewhere)."""
+    action, _, resume = plan
+    python = [sys.executable, "-m"]
+    threads = str(_threads(cpus_per_run))
+    train = [*python, "delayzoo.zoo.train", *cell.train_args(log_folder), *extra, *resume]
+    if not any(arg.split("=", 1)[0] == "--num-threads" for arg in extra):
+        train += ["--num-threads", threads]
+    evaluate = [*python, "delayzoo.zoo.eval", "--algo", cell.algo, "--env", cell.env_id]
+    evaluate += ["-f", str(log_folder / cell.name), *eval_args]
+    commands = ([] if action == "eval" else [("train", train)]) + [("eval", evaluate)]
+    env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"}
+    if gpus_per_run == 0:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return CellTask(cell, log_folder / cell.name, action, commands, env, save_timeout)
+
+
+# ---------------------------------------------------------------------------------------------- a task
+def _child_signals() -> None:
+    """In the child: SIGINT is Ctrl-C (even if inherited as ignored), and comes when the Ray worker dies."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # Ray's worker threads block it
+    try:
+        ctypes.CDLL(None).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+
+
+def _run_command(argv: list[str], task: CellTask, log: Any) -> tuple[int, bool]:
+    """Run one command into the log; on KeyboardInterrupt (Ray's cancel) pass SIGINT on and let it save."""
+    child = subprocess.Popen(
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **task.env},
+        start_new_session=True,
+        preexec_fn=_child_signals,
+    )
+    try:
+        while True:  # short waits: Ray's cancel raises KeyboardInterrupt between bytecodes, not in a blocking wait
+            try:
+                return child.wait(timeout=0.5), False
+            except subprocess.TimeoutExpired:
+                continue
+    except KeyboardInterrupt:
+        child.send_signal(signal.SIGINT)
+        try:
+            child.wait(timeout=task.save_timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        return child.returncode, True
+
+
+def run_cell(task: CellTask) -> CellResult:
+    """Run a cell's commands one after the other, each in its own process; stop at the first failure."""
+    start = time.monotonic()
+    task.folder.mkdir(parents=True, exist_ok=True)
+    marker = task.folder / _RUNNING
+    marker.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    try:
+        with open(task.log, "a") as log:
+            for phase, argv in task.commands:
+                log.write(f"\n$ {shlex.join(argv)}\n")
+                log.flush()
+                code, interrupted = _run_command(argv, task, log)
+                seconds = time.monotonic() - start
+                if interrupted:
+                    return CellResult(task.cell, "interrupted", task.log, f"{phase} stopped (exit {code})", seconds)
+                if code != 0:
+                    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+                    return CellResult(task.cell, "failed", task.log, f"{phase} failed ({how})", seconds)
+        return CellResult(task.cell, "done", task.log, task.action, time.monotonic() - start)
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------------------------------------- Ray
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ZooError(f"sweeps run on Ray, which is not installed: {INSTALL_RAY}") from None
+    return ray
+
+
+def _check_reachable(address: str) -> None:
+    """A quick TCP check of ``HOST:PORT`` / ``ray://HOST:PORT`` (Ray itself retries for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise ZooError(f"--address must be 'auto', HOST:PORT or ray://HOST:PORT, got {address!r}")
+    try:
+        socket.create_connection((host, int(port)), timeout=10).close()
+    except OSError as error:
+        raise ZooError(f"cannot reach the Ray cluster at --address {address}: {error}") from None
+
+
+def _connect(ray: Any, address: str | None, cpus_per_run: float, gpus_per_run: float) -> bool:
+    """Start or join Ray (``True`` when this call started it); check the cluster can hold one run."""
+    started = False
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
+        if address is None:
+            package_root = str(Path(__file__).resolve().parents[2])
+            path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+            kwargs.update(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+        if address not in (None, "auto", "local"):
+            _check_reachable(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except Exception as error:  # ConnectionError, TimeoutError, grpc errors, ...
+            raise ZooError(f"cannot reach the Ray cluster at --address {address}: {error}") from error
+        started = True
+    nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
+    gpus = max((node.get("GPU", 0.0) for node in nodes), default=0.0)
+    cpus = max((node.get("CPU", 0.0) for node in nodes), default=0.0)
+    problem = None
+    if gpus_per_run > gpus:
+        problem = f"--gpus-per-run {gpus_per_run:g}, but " + (
+            f"no node has more than {gpus:g} GPU(s)" if gpus else "the Ray cluster has no GPUs"
+        )
+    elif cpus_per_run > cpus:
+        problem = f"--cpus-per-run {cpus_per_run:g}, but no node has more than {cpus:g} CPU(s)"
+    if problem:
+        if started:
+            ray.shutdown()
+        raise ZooError(problem)
+    return started
+
+
+def _progress(total: int) -> Any:
+    from tqdm import tqdm
+
+    interactive = sys.stdout.isatty()
+    return tqdm(total=total, unit="run", dynamic_ncols=True, file=sys.stdout, mininterval=1 if interactive else 30)
+
+
+def run_sweep(tasks: list[CellTask], cpus_per_run: float, gpus_per_run: float, resume_command: str) -> int:
+    """Run the tasks on the connected Ray; print results and progress; the exit code (0, 1 or 130)."""
+    import ray
+
+    remote = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run, max_retries=0)(run_cell)
+    pending = {remote.remote(task): task for task in tasks}
+    counts = {"done": 0, "failed": 0}
+    failures: list[CellResult] = []
+
+    def collect(ref: Any, bar: Any) -> None:
+        task = pending.pop(ref)
+        try:
+            result = ray.get(ref)
+        except ray.exceptions.TaskCancelledError:
+            return
+        except Exception as error:  # the worker died (killed, out of memory) or run_cell raised
+            result = CellResult(task.cell, "failed", task.log, f"task failed: {type(error).__name__}")
+        if result.status == "interrupted":
+            bar.write(f"stopped  {task.cell.name}: {result.message}; log {result.log}")
+            return
+        counts["done" if result.status == "done" else "failed"] += 1
+        if result.status == "failed":
+            failures.append(result)
+        bar.write(f"{result.status:<8} {task.cell.name} ({result.seconds:.0f} s) {result.message}; log {result.log}")
+        bar.update(1)
+
+    def show(bar: Any) -> None:
+        running = sum((task.folder / _RUNNING).exists() for task in pending.values())
+        bar.set_postfix_str(
+            f"done {counts['done']}, running {running}, failed {counts['failed']}, left {len(pending) - running}",
+            refresh=False,
+        )
+
+    with _progress(len(tasks)) as bar:
+        try:
+            while pending:
+                show(bar)
+                ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    collect(ref, bar)
+            show(bar)
+        except KeyboardInterrupt:
+            running = [ref for ref, task in pending.items() if (task.folder / _RUNNING).exists()]
+            bar.write(f"\nCtrl-C: cancelling the queued runs, letting {len(running)} running run(s) save their models...")
+            for ref in list(pending):
+                ray.cancel(ref)
+            deadline = time.monotonic() + max(task.save_timeout for task in tasks) + 30
+            try:
+                while pending and time.monotonic() < deadline:
+                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                    for ref in ready:
+                        collect(ref, bar)
+            except KeyboardInterrupt:
+                bar.write("Second Ctrl-C: not waiting for the runs to save.")
+            bar.write(f"Sweep stopped. To resume it, run the same command again:\n  {resume_command}")
+            return 130
+    for result in failures:
+        print(f"FAILED {result.cell.name}: {result.message}; see {result.log}")
+    return 1 if failures else 0
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``delayzoo sweep`` (unknown flags go to every ``train``)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.split("\n\n")[0],
+        epilog="Every other flag (-n, --save-freq, -params, --preset, --delay-p, ...) goes to each train command.",
+        allow_abbrev=False,
+    )
+    grid = parser.add_argument_group("the grid")
+    grid.add_argument("--algos", nargs="+", required=True, help="algorithms (ppo, dqn, pwm, delayed_ez, ...)")
+    grid.add_argument("--envs", nargs="+", required=True, help="Gymnasium env ids")
+    grid.add_argument("--delays", nargs="+", type=int, default=[0], help="maximum delays in steps (default: 0)")
+    grid.add_argument(
+        "--delay-process", nargs="+", choices=PROCESSES, default=["constant"], help="delay processes (default: constant)"
+    )
+    grid.add_argument("--pending-view", action="store_true", help="every cell observes the pending actions")
+    grid.add_argument("--seeds", nargs="+", type=int, default=[0], help="training seeds (default: 0)")
+    parser.add_argument("-f", "--log-folder", type=Path, default=Path("logs"), help="where the cells go (default: logs)")
+    parser.add_argument("--eval-n-episodes", type=int, default=10, help="eval episodes per saved model (default 10)")
+    parser.add_argument(
+        "--eval-checkpoints", choices=("all", "last"), default="all", help="evaluate every checkpoint or the final model"
+    )
+    parser.add_argument("--eval-n-envs", type=int, default=1, help="eval episodes played side by side (default 1)")
+    ray_group = parser.add_argument_group("Ray")
+    ray_group.add_argument("--cpus-per-run", type=float, default=1.0, help="CPUs each run reserves (default 1)")
+    ray_group.add_argument("--gpus-per-run", type=float, default=0.0, help="GPUs each run reserves (default 0)")
+    ray_group.add_argument(
+        "--address", help="join a Ray cluster: 'auto', HOST:PORT or ray://HOST:PORT (default: start Ray locally)"
+    )
+    ray_group.add_argument(
+        "--save-timeout", type=float, default=120.0, help="seconds a run gets to save after Ctrl-C (default 120)"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the grid and what each cell would do; run nothing")
+    return parser
+
+
+def _stop_like_ctrl_c(number: int, frame: Any) -> None:
+    """SIGTERM (a job scheduler's stop) stops the sweep as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
+def _catch_stop_signals() -> dict[int, Any]:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt, even when started in the background (SIGINT ignored).
+
+    Set before Ray starts, so that its processes do not inherit an ignored SIGINT (Ray's cancel is a
+    SIGINT). Returns the handlers to put back; none outside the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
+    return handlers
+
+
+def _dry_run(cells: list[Cell], plans: list[tuple[str, str, list[str]]], tasks: list[CellTask]) -> None:
+    print(f"{len(cells)} cell(s); {len(tasks)} to run:")
+    by_cell = {task.cell: task for task in tasks}
+    for cell, (_, description, _) in zip(cells, plans):
+        print(f"  {cell.name}: {description}")
+        for _, argv in by_cell[cell].commands if cell in by_cell else []:
+            print(f"      {shlex.join(argv[1:])}")
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.sweep") -> int:
+    """Run the sweep command line; return the exit code (2 for bad input, 1 if a run failed, 130 on Ctrl-C).
+
+    :param argv: the arguments (default: ``sys.argv[1:]``)
+    :param prog: the program name shown in help and errors
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    handlers: dict[int, Any] = {}
+    started = False
+    try:
+        args, extra = parser(prog).parse_known_args(argv)
+        if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
+            raise ZooError(f"--cpus-per-run must be > 0 and --gpus-per-run >= 0, got {args.cpus_per_run}, {args.gpus_per_run}")
+        if args.eval_n_episodes < 1 or args.eval_n_envs < 1 or args.save_timeout <= 0:
+            raise ZooError(
+                "--eval-n-episodes, --eval-n-envs and --save-timeout must be > 0, "
+                f"got {args.eval_n_episodes}, {args.eval_n_envs}, {args.save_timeout}"
+            )
+        _check_extra(extra)
+        requested = _requested_steps(extra)
+        cells = sweep_grid(args.algos, args.envs, args.delays, args.seeds, args.delay_process, args.pending_view)
+        log_folder = args.log_folder.resolve()
+        check_cells(cells, extra, log_folder)
+        ray = _import_ray()
+        plans = [plan_cell(cell, log_folder, requested, args.eval_n_episodes) for cell in cells]
+        eval_args = ["-n", str(args.eval_n_episodes), "--n-envs", str(args.eval_n_envs), "--checkpoints", args.eval_checkpoints]
+        eval_args += ["--device", "cpu"] if args.gpus_per_run == 0 else []
+        tasks = [
+            make_task(cell, log_folder, extra, plan, eval_args, args.cpus_per_run, args.gpus_per_run, args.save_timeout)
+            for cell, plan in zip(cells, plans)
+            if plan[0] != "skip"
+        ]
+        if args.dry_run:
+            _dry_run(cells, plans, tasks)
+            return 0
+        if tasks:
+            handlers = _catch_stop_signals()
+            started = _connect(ray, args.address, args.cpus_per_run, args.gpus_per_run)
+    except ZooError as error:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
+    for cell, (action, description, _) in zip(cells, plans):
+        if action == "skip":
+            print(f"skipped  {cell.name}: {description}")
+    if not tasks:
+        print(f"Nothing to run: the {len(cells)} cell(s) are trained and evaluated.")
+        return 0
+    try:
+        for task in tasks:
+            (task.folder / _RUNNING).unlink(missing_ok=True)  # left by a killed launch
+        code = run_sweep(tasks, args.cpus_per_run, args.gpus_per_run, shlex.join([*shlex.split(prog), *argv]))
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
+        if started:
+            ray.shutdown()
+    if code != 130:
+        print(f"Plot: python -m delayzoo.zoo.plot -f {shlex.quote(str(args.log_folder))} --by-delay")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
