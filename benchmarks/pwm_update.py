@@ -22,7 +22,7 @@ import torch
 from delayzoo.agents.pwm import PWM
 
 CARTPOLE_SIZE = dict(  # the CartPole-v1 model of hyperparams/pwm.yml
-    world_model_kwargs=dict(stoch=8, classes=8, mlp_units=64, seq_width=64, seq_cells=1, seq_heads=2),
+    world_model_kwargs=dict(stoch=8, classes=8, mlp_units=64, seq_width=64, seq_cells=1, seq_divisor=2),
     actor_critic_kwargs=dict(units=64),
 )
 

@@ -235,7 +235,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             torch.nn.utils.clip_grad_norm_(policy.world_model.parameters(), policy.world_model_grad_clip)
             policy.world_model_optimizer.step()
 
-            latent = starts["latent"].flatten(0, 1)
+            latent = starts["latent"].flatten(0, 1)  # imagination updates the starts' memories in place
             state = {name: value.flatten(0, 1) for name, value in starts["state"].items()}
             actor_loss, critic_loss, agent_metrics = policy.actor_critic.loss(
                 policy.world_model, latent, state, self.imagination_horizon, self.gamma, policy.scan_method

@@ -17,7 +17,7 @@ TINY = dict(
         mlp_layers=1,
         seq_width=16,
         seq_cells=1,
-        seq_heads=2,
+        seq_divisor=2,
         reward_bins=21,
     ),
     actor_critic_kwargs=dict(units=16, layers=1, value_bins=21),
