@@ -11,6 +11,7 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
+from delayzoo.agents.common.scan import SCAN_METHODS
 from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, action_size
 from delayzoo.agents.pwm.world_model import ObservationLayout, RecurrentState, WorldModel, WorldModelConfig
 
@@ -22,7 +23,7 @@ def _config(cls, kwargs: dict[str, Any] | None, name: str):
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = set(kwargs or {}) - known
     if unknown:
-        raise TypeError(f"Unknown {name} keys {sorted(unknown)}; known keys: {sorted(known)}")
+        raise TypeError(f"Unknown {name} keys {sorted(unknown)}; accepted keys: {sorted(known)}")
     return cls(**(kwargs or {}))
 
 
@@ -59,6 +60,8 @@ class PWMPolicy(BasePolicy):
         scan_method: str = "auto",
     ) -> None:
         super().__init__(observation_space, action_space, squash_output=False)
+        if scan_method not in SCAN_METHODS:
+            raise ValueError(f"Unknown scan_method {scan_method!r}: accepted values are {SCAN_METHODS}")
         self.world_model_kwargs, self.actor_critic_kwargs = world_model_kwargs, actor_critic_kwargs
         self.actor_lr, self.critic_lr = actor_lr, critic_lr
         self.world_model_grad_clip, self.actor_critic_grad_clip = world_model_grad_clip, actor_critic_grad_clip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import pathlib
 from collections import defaultdict
@@ -156,13 +157,28 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 f"sequence_length={self.sequence_length} is larger than the {per_env} steps the replay buffer holds "
                 f"per env (buffer_size={self.buffer_size}, n_envs={self.n_envs})"
             )
+        norm = (self.policy_kwargs.get("world_model_kwargs") or {}).get("norm", "batch")
+        if norm == "batch" and self.batch_size * (self.sequence_length - 1) < 2:
+            raise ValueError(
+                f"norm='batch' needs at least 2 samples per training batch, but batch_size={self.batch_size} windows "
+                f"of sequence_length={self.sequence_length} give {self.batch_size * (self.sequence_length - 1)} "
+                "for the prior: use a larger batch or world_model_kwargs=dict(norm='group')"
+            )
         if self.learning_starts < self.sequence_length * self.n_envs:
             raise ValueError(
                 f"learning_starts={self.learning_starts} must be at least sequence_length * n_envs = "
                 f"{self.sequence_length * self.n_envs}, so that the first update can sample whole windows"
             )
 
+    def _check_policy_kwargs(self) -> None:
+        positional = ("self", "observation_space", "action_space", "lr_schedule")
+        accepted = [name for name in inspect.signature(self.policy_class.__init__).parameters if name not in positional]
+        unknown = sorted(set(self.policy_kwargs) - set(accepted))
+        if unknown:
+            raise TypeError(f"Unknown policy_kwargs keys {unknown}; accepted keys: {accepted}")
+
     def _setup_model(self) -> None:
+        self._check_policy_kwargs()
         self._check_arguments()
         super()._setup_model()
         self._sample_rng = np.random.default_rng(self.seed)
