@@ -182,7 +182,7 @@ class ActorCritic(nn.Module):
         gamma: float,
         method: str = "auto",
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-        """Actor and critic losses from imagination.
+        """Actor and critic losses from imagination: :meth:`imagine`, then :meth:`imagination_loss`.
 
         :param world_model: the (frozen here) world model.
         :param latent: start latents ``(N, Z)``; ``state``: start recurrent states (batch ``N``).
@@ -191,8 +191,19 @@ class ActorCritic(nn.Module):
         :param method: :func:`lambda_returns` method.
         :return: ``(actor_loss, critic_loss, metrics)``.
         """
+        return self.imagination_loss(self.imagine(world_model, latent, state, horizon), gamma, method)
+
+    def imagination_loss(
+        self, rollout: Imagination, gamma: float, method: str = "auto"
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """Actor and critic losses of an imagined rollout (updates the return-scale EMA).
+
+        :param rollout: from :meth:`imagine`.
+        :param gamma: discount per env step of the agent.
+        :param method: :func:`lambda_returns` method.
+        :return: ``(actor_loss, critic_loss, metrics)``.
+        """
         config = self.config
-        rollout = self.imagine(world_model, latent, state, horizon)
         features = rollout.features
         logits = self.critic(features)
         with torch.no_grad():
