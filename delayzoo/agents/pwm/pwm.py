@@ -6,6 +6,7 @@ import inspect
 import io
 import pathlib
 import time
+import warnings
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
@@ -15,7 +16,7 @@ from gymnasium import spaces
 from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule, TrainFrequencyUnit
 
 from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
@@ -23,6 +24,12 @@ from delayzoo.agents.pwm.policies import PWMPolicy
 from delayzoo.agents.pwm.world_model import ObservationLayout
 
 SelfPWM = TypeVar("SelfPWM", bound="PWM")
+
+LARGE_IMAGE_SIDE = 96
+"""Images with a larger side get a warning: PWM's model and replay are sized for 64x64 frames."""
+
+LONG_RUN_SECONDS = 600.0
+"""A learn() call projected to take longer than this on a CPU says so after its first update."""
 
 
 class PartClock:
@@ -168,6 +175,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
 
     def _check_arguments(self) -> None:
         self._check_spaces(self.observation_space, self.action_space)
+        image_shape = ObservationLayout(self.observation_space).image_shape
+        if image_shape is not None and max(image_shape[1:]) > LARGE_IMAGE_SIDE:
+            warnings.warn(
+                f"PWM got {image_shape[1]}x{image_shape[2]} images: its encoder, decoder and posterior grow with "
+                "the image and the replay stores every frame. For Atari use delayzoo.wrappers.make_atari (64x64 "
+                "RGB, as the paper); otherwise resize to 64x64 (gymnasium.wrappers.ResizeObservation)",
+                stacklevel=4,
+            )
         if self.sequence_length < 2:
             raise ValueError(f"sequence_length must be at least 2, got {self.sequence_length}")
         if self.imagination_horizon < 1:
@@ -217,7 +232,37 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         if env_resets:
             self.replay_buffer.mark_episode_starts()
             self._policy_state = None
+        self._projection_due = True
         return result
+
+    def _project_run_time(self) -> None:
+        """Once per ``learn``: the first update's seconds and the projected time of the remaining updates.
+
+        Printed with ``verbose >= 1``; a warning on a CPU when the projection exceeds :data:`LONG_RUN_SECONDS`
+        (a paper-size update takes seconds there, and 100k of them take weeks).
+        """
+        self._projection_due = False
+        wall = sum(part[0] for part in self.last_update_times.values())
+        cpu = sum(part[1] for part in self.last_update_times.values())
+        remaining_steps = max(self._total_timesteps - self.num_timesteps, 0)
+        message = f"PWM: one update took {wall:.2f} s ({cpu:.2f} s process CPU, {torch.get_num_threads()} torch threads)"
+        projected = None
+        if self.train_freq.unit == TrainFrequencyUnit.STEP and self.gradient_steps > 0:
+            updates = remaining_steps * self.gradient_steps / (self.train_freq.frequency * self.n_envs)
+            projected = updates * wall
+            message += (
+                f"; about {updates:,.0f} more for the requested {self._total_timesteps:,} steps: "
+                f"{_duration(projected)} at this rate"
+            )
+        self.logger.record("time/seconds_per_update", wall)
+        if self.device.type == "cpu" and projected is not None and projected > LONG_RUN_SECONDS:
+            warnings.warn(
+                message + ". PWM at the paper's size is meant for a GPU; on a CPU use a smaller model "
+                "(policy_kwargs, e.g. the CartPole-v1 entry of hyperparams/pwm.yml) or fewer steps",
+                stacklevel=2,
+            )
+        elif self.verbose >= 1:
+            print(message)
 
     def _sample_action(
         self, learning_starts: int, action_noise: ActionNoise | None = None, n_envs: int = 1
@@ -299,6 +344,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 logs[name].append(value)
 
         self._n_updates += gradient_steps
+        if getattr(self, "_projection_due", False):
+            self._project_run_time()
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         for name, values in logs.items():
             self.logger.record(f"train/{name}", float(np.mean(values)))
@@ -351,3 +398,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             "policy.actor_optimizer",
             "policy.critic_optimizer",
         ], []
+
+
+def _duration(seconds: float) -> str:
+    """``3.2 days``, ``5.0 h``, ``12 min`` or ``40 s``."""
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
