@@ -52,26 +52,76 @@ class PartClock:
 
 
 class PWM(PlainSaveMixin, OffPolicyAlgorithm):
-    """Parallel World Model agent: a categorical-latent world model whose sequence model is a gated
-    linear recurrence trained over whole windows by a parallel scan, and an actor-critic trained in
-    imagination with lambda-returns computed by the same scan run backwards.
+    """Parallel World Model agent (PaMoRL): by default the paper's model, losses, optimisers and schedule.
+
+    The world model encodes each frame alone into 32 categoricals of 32 classes (BatchNorm in the conv
+    stages and on the posterior and prior logits), runs a sequence model of two cells with one
+    128 x 128 matrix memory each (a data-dependent gated linear recurrence) over whole 64-step windows,
+    and predicts rewards and continuation; the actor-critic learns in imagination (horizon 15) with
+    lambda-returns from both the critic and the slow critic. At Atari shapes the model has the
+    reference's 14,649,731 world-model and 3,422,736 agent parameters.
 
     One world-model update and one actor-critic update per ``train_freq`` env steps after
     ``learning_starts`` random steps (:meth:`train` reads top to bottom). Life losses
     (``info["life_loss"]``, see ``delayzoo.wrappers.LifeLossInfo``) are terminals for the
     continuation head and restart the recurrent state, while scores stay per game (``Monitor``).
+    Evaluate it the same way: the zoo does; with SB3's ``evaluate_policy`` / ``EvalCallback`` use
+    :mod:`delayzoo.agents.common.evaluation` (``evaluate_policy`` or ``LifeLossEpisodeStarts``).
 
-    Differences from the reference implementation, which we consider bugs:
+    Differences from the reference implementation (Wongziseoi/PaMoRL), each with its reason.
+
+    Bugs of the reference, fixed:
 
     - the entropy bonus is the entropy of each imagined step's action distribution (summed over
       action dimensions), weighted like that step's policy-gradient term, instead of a tensor of the
       wrong shape broadcast against the advantages;
     - imagined steps are weighted by the *cumulative* product of predicted continuations, so steps
-      after an imagined episode end stop counting;
+      after an imagined episode end stop counting (the reference weights step ``k`` by ``c_{k-1}`` alone);
     - episode returns are reported by SB3's ``Monitor`` on the base env, without the reference's
       off-by-one between rewards and episode ends;
     - continuous actions are clipped to [-1, 1] and rescaled to the ``Box`` bounds: never outside the
-      action space.
+      action space (the reference's samples leave it, and only ``python -O`` hides the failing assert).
+
+    Smaller fixes, because the reference's behaviour is unintended:
+
+    - the timestep dropout inside the recurrence skips a dropped step (no decay, no write) and does not
+      rescale kept steps; the reference's 1 / 0.9 rescaling turns forget gates below 0.1 negative;
+    - where the next observation starts an episode (or follows a life loss), its KL term is skipped and
+      imagination starts from a restarted state: the reference asks the prior to predict a post-reset
+      frame from pre-reset history;
+    - free bits (1 nat) clip each step's KL, then average (DreamerV3); the reference clips the batch
+      mean, so once the mean is below 1 nat no step gets a KL gradient;
+    - the 8-bit dead zone of the reconstruction loss compares with the stored bytes (the reference
+      converts ``x / 255`` back with a truncation that can be one off).
+
+    Differences in the computation, same model (for speed; results equal up to float rounding):
+
+    - imagination starts from the world-model update's own pass (posterior samples and the states before
+      every step of the 16 x 64 windows: 1,024 starts with features ``[z_t, h_{t-1}]``); the reference
+      re-encodes the batch and reruns the window pass in eval mode after the update (1,008 starts). Ours
+      therefore start from the states before the update, under the pass's dropout and BatchNorm batch
+      statistics;
+    - on CPU the window pass runs a fused loop over time (``scan_method="auto"``) that writes the memories
+      straight into the imagination starts; the reference's odd-even scan gives the same values and is
+      about twice slower there (GPUs use the parallel scan);
+    - each critic runs once per update; the conv stacks use channels-last activations.
+
+    Design choices that differ (not bugs; kept because they suit SB3 users or are harmless):
+
+    - imagined continuation is the predicted probability ``sigmoid(logit)``, not the reference's hard
+      ``logit < 0`` threshold, and the weights leave ``gamma`` out (it is already in the returns);
+    - the discrete actor mixes 1% uniform into its policy; actor and critic have separate AdamW
+      optimisers (learning rates ``actor_lr`` / ``critic_lr``), each with its own clip of 100 (the
+      reference: one optimiser, one joint clip);
+    - vector observations go through a 2 x 512 MLP on symlog inputs and are reconstructed in symlog
+      space (the reference's DMC proprio model: 4 x 1024 on raw inputs), so that the heads keep the
+      reference's 2 x 512; ``Discrete`` / ``MultiDiscrete`` parts are one-hot;
+    - the slow critic enters the critic target in every setting (the reference's DMC build leaves it
+      unused);
+    - the first policy step after the random warm-up starts from a fresh state; frames stay uint8 on the
+      host (the reference keeps its replay on the GPU); windows never cross the replay's write position;
+    - the env protocol (``make_atari``) does not reseed every episode identically, follows lives both
+      ways and has no Freeway-only scripted warm-up; the budget is 100k agent steps (reference: 102k).
 
     Example::
 
