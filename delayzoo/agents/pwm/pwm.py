@@ -359,13 +359,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 if isinstance(batch.observations, dict)
                 else time_major(batch.observations)
             )
-            world_model_loss, metrics, starts = policy.world_model.loss(
-                obs,
-                policy.encode_action(time_major(batch.actions)),
-                time_major(batch.rewards),
-                time_major(batch.terminals).float(),
-                time_major(batch.is_first),
-            )
+            with policy.autocast():
+                world_model_loss, metrics, starts = policy.world_model.loss(
+                    obs,
+                    policy.encode_action(time_major(batch.actions)),
+                    time_major(batch.rewards),
+                    time_major(batch.terminals).float(),
+                    time_major(batch.is_first),
+                )
             policy.world_model_optimizer.zero_grad()
             world_model_loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.world_model.parameters(), policy.world_model_grad_clip)
@@ -375,11 +376,12 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
 
             latent = starts["latent"].flatten(0, 1)  # imagination updates the starts' memories in place
             state = {name: value.flatten(0, 1) for name, value in starts["state"].items()}
-            rollout = policy.actor_critic.imagine(policy.world_model, latent, state, self.imagination_horizon)
-            clock.lap("imagination")
-            actor_loss, critic_loss, agent_metrics = policy.actor_critic.imagination_loss(
-                rollout, self.gamma, policy.scan_method
-            )
+            with policy.autocast():
+                rollout = policy.actor_critic.imagine(policy.world_model, latent, state, self.imagination_horizon)
+                clock.lap("imagination")
+                actor_loss, critic_loss, agent_metrics = policy.actor_critic.imagination_loss(
+                    rollout, self.gamma, policy.scan_method
+                )
             policy.actor_optimizer.zero_grad()
             policy.critic_optimizer.zero_grad()
             (actor_loss + critic_loss).backward()

@@ -310,3 +310,14 @@ def test_first_update_projects_the_run_time(monkeypatch, capsys):
     quiet = PWM("MlpPolicy", "CartPole-v1", **FAST)
     with pytest.warns(UserWarning, match=r"one update took .* s \(.* s process CPU.*about \d+ more.*GPU"):
         quiet.learn(40)
+
+
+def test_mixed_precision_trains_and_keeps_float32_weights_and_memories(tmp_path):
+    model = PWM("CnnPolicy", ImageEnv(), **{**FAST, "policy_kwargs": {**TINY, "mixed_precision": True}})
+    model.learn(40)
+    assert model._n_updates > 0
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.policy.parameters())
+    _, state = model.predict(ImageEnv().reset()[0])
+    assert state[0].dtype == np.float32
+    model.save(tmp_path / "pwm")
+    assert PWM.load(tmp_path / "pwm", env=ImageEnv()).policy.mixed_precision
