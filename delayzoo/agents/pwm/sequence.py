@@ -130,7 +130,16 @@ def matrix_memory(
         return _parallel_matrix_memory(forget, key, value, query, initial, reset, memories)
 
 
-def _parallel_matrix_memory(forget, key, value, query, initial, reset, memories):
+def _parallel_matrix_memory(
+    forget: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    query: torch.Tensor,
+    initial: torch.Tensor,
+    reset: torch.Tensor,
+    memories: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`matrix_memory` by :func:`linear_recurrence`'s parallel scan (materialises ``k v^T`` and ``S``)."""
     update = key.unsqueeze(-1) * value.unsqueeze(-2)
     update = torch.cat([update[:1] + forget[:1].unsqueeze(-1) * initial, update[1:]], dim=0)
     states = linear_recurrence(forget.unsqueeze(-1), update, method="parallel")
