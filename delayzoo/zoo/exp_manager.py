@@ -59,6 +59,7 @@ from delayzoo.zoo.checkpoints import (
     load_normalization,
     save_normalization,
 )
+from delayzoo.agents.common.evaluation import LifeLossEpisodeStarts
 from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import find_entry
@@ -310,7 +311,9 @@ class DelayExperimentManager(ExperimentManager):
         Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
         the life-loss and delay wrappers), with rl_zoo3's ``monitor_kwargs``. Plain Gymnasium envs are
         made from the parent's ``EnvSpec``, so ``--vec-env subproc`` works for ids registered only here
-        (``--gym-packages``, or registered by the calling script).
+        (``--gym-packages``, or registered by the calling script). Evaluation envs (``--eval-freq``) report
+        life losses as episode starts (:class:`~delayzoo.agents.common.evaluation.LifeLossEpisodeStarts`),
+        so recurrent agents restart their state there, as in training; scores stay whole games.
         """
         log_dir = None if eval_env or no_log else self.save_path
         env_kwargs = self.eval_env_kwargs if eval_env else self.env_kwargs
@@ -334,7 +337,8 @@ class DelayExperimentManager(ExperimentManager):
         if self.vec_env_wrapper is not None:
             env = self.vec_env_wrapper(env)
         env = self._maybe_normalize(env, eval_env)
-        return stack_and_transpose(env, self.frame_stack, self.verbose)
+        env = stack_and_transpose(env, self.frame_stack, self.verbose)
+        return LifeLossEpisodeStarts(env) if eval_env else env
 
     def _maybe_normalize(self, env: VecEnv, eval_env: bool) -> VecEnv:
         """rl_zoo3's normalisation, with the statistics of ``-i``'s model read from plain ``.npz`` arrays;

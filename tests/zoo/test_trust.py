@@ -196,7 +196,7 @@ def test_eval_and_resume_refuse_a_pickled_vecnormalize(shared_run, tmp_path, cap
 def test_resume_from_a_crafted_model_of_our_agent_exits_2(tmp_path, capsys):
     model = PWM("MlpPolicy", "CartPole-v1", learning_starts=8, sequence_length=8, batch_size=2, device="cpu",
                 policy_kwargs=dict(world_model_kwargs=dict(stoch=4, classes=4, mlp_units=16, mlp_layers=1,
-                                                           seq_width=16, seq_cells=1, seq_heads=2, reward_bins=21),
+                                                           seq_width=16, seq_cells=1, seq_divisor=2, reward_bins=21),
                                    actor_critic_kwargs=dict(units=16, layers=1, value_bins=21)))
     model.save(tmp_path / "model.zip")
     with zipfile.ZipFile(tmp_path / "model.zip") as archive:

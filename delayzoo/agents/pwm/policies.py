@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
 import numpy as np
@@ -11,10 +12,11 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
+from delayzoo.agents.common.scan import SCAN_METHODS
 from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, action_size
 from delayzoo.agents.pwm.world_model import ObservationLayout, RecurrentState, WorldModel, WorldModelConfig
 
-STATE_KEYS = ("matrix", "shift_time", "shift_channel", "readout")
+STATE_KEYS = ("matrix", "last_input", "readout")
 """Order of the arrays in the ``state`` tuple of :meth:`PWMPolicy.predict`."""
 
 
@@ -22,8 +24,21 @@ def _config(cls, kwargs: dict[str, Any] | None, name: str):
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = set(kwargs or {}) - known
     if unknown:
-        raise TypeError(f"Unknown {name} keys {sorted(unknown)}; known keys: {sorted(known)}")
+        raise TypeError(f"Unknown {name} keys {sorted(unknown)}; accepted keys: {sorted(known)}")
     return cls(**(kwargs or {}))
+
+
+def _cpu_has_bf16() -> bool:
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+def _adamw(module: torch.nn.Module, lr: float, eps: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW, fused where torch supports it for the parameters (4x faster steps on CPU, same update)."""
+    try:
+        return torch.optim.AdamW(module.parameters(), lr=lr, eps=eps, weight_decay=weight_decay, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.AdamW(module.parameters(), lr=lr, eps=eps, weight_decay=weight_decay)
 
 
 class PWMPolicy(BasePolicy):
@@ -33,11 +48,16 @@ class PWMPolicy(BasePolicy):
     :param action_space: ``Discrete`` or bounded 1-D ``Box``.
     :param lr_schedule: learning-rate schedule of the world model.
     :param world_model_kwargs: fields of :class:`~delayzoo.agents.pwm.world_model.WorldModelConfig`
-        (``stoch``, ``classes``, ``cnn_channels``, ``mlp_units``, ``seq_width``, ``seq_cells``, ...).
+        (``stoch``, ``classes``, ``cnn_channels``, ``mlp_units``, ``seq_width``, ``seq_cells``,
+        ``seq_divisor``, ``norm``, ...).
     :param actor_critic_kwargs: fields of :class:`~delayzoo.agents.pwm.actor_critic.ActorCriticConfig`.
     :param actor_lr: actor learning rate; ``critic_lr``: critic learning rate.
-    :param world_model_grad_clip: gradient-norm clip of the world model; ``actor_critic_grad_clip``:
-        of the actor and of the critic.
+    :param world_model_grad_clip: gradient-norm clip of the world model (the reference: 100 on Atari,
+        1000 on DMC); ``actor_critic_grad_clip``: of the actor and of the critic.
+    :param weight_decay: AdamW weight decay of all three optimisers (0.01, torch's default, in the reference).
+    :param mixed_precision: train under bfloat16 autocast (the matrix memories stay float32). About 2.5x
+        faster convolutions on CPUs with native bf16 (AVX512-BF16 / AMX) and on recent GPUs; off by default
+        because the reference trains in float32.
     :param scan_method: :func:`~delayzoo.agents.common.scan.linear_recurrence` method of the training
         windows and of the lambda-returns (``"auto"``: sequential on CPU, parallel on GPUs).
     """
@@ -51,15 +71,20 @@ class PWMPolicy(BasePolicy):
         actor_critic_kwargs: dict[str, Any] | None = None,
         actor_lr: float = 3e-5,
         critic_lr: float = 3e-5,
-        world_model_grad_clip: float = 1000.0,
+        world_model_grad_clip: float = 100.0,
         actor_critic_grad_clip: float = 100.0,
+        weight_decay: float = 0.01,
+        mixed_precision: bool = False,
         scan_method: str = "auto",
     ) -> None:
         super().__init__(observation_space, action_space, squash_output=False)
+        if scan_method not in SCAN_METHODS:
+            raise ValueError(f"Unknown scan_method {scan_method!r}: accepted values are {SCAN_METHODS}")
         self.world_model_kwargs, self.actor_critic_kwargs = world_model_kwargs, actor_critic_kwargs
         self.actor_lr, self.critic_lr = actor_lr, critic_lr
         self.world_model_grad_clip, self.actor_critic_grad_clip = world_model_grad_clip, actor_critic_grad_clip
-        self.scan_method = scan_method
+        self.weight_decay, self.scan_method = weight_decay, scan_method
+        self.mixed_precision = mixed_precision
         layout = ObservationLayout(observation_space)
         self.world_model = WorldModel(
             layout,
@@ -72,9 +97,10 @@ class PWMPolicy(BasePolicy):
             action_space,
             _config(ActorCriticConfig, actor_critic_kwargs, "actor_critic_kwargs"),
         )
-        self.world_model_optimizer = torch.optim.Adam(self.world_model.parameters(), lr=lr_schedule(1), eps=1e-8)
-        self.actor_optimizer = torch.optim.Adam(self.actor_critic.actor.parameters(), lr=actor_lr, eps=1e-5)
-        self.critic_optimizer = torch.optim.Adam(self.actor_critic.critic.parameters(), lr=critic_lr, eps=1e-5)
+        adamw = lambda module, lr, eps: _adamw(module, lr, eps, weight_decay)  # noqa: E731
+        self.world_model_optimizer = adamw(self.world_model, lr_schedule(1), 1e-8)
+        self.actor_optimizer = adamw(self.actor_critic.actor, actor_lr, 1e-5)
+        self.critic_optimizer = adamw(self.actor_critic.critic, critic_lr, 1e-5)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -85,9 +111,19 @@ class PWMPolicy(BasePolicy):
             critic_lr=self.critic_lr,
             world_model_grad_clip=self.world_model_grad_clip,
             actor_critic_grad_clip=self.actor_critic_grad_clip,
+            weight_decay=self.weight_decay,
+            mixed_precision=self.mixed_precision,
             scan_method=self.scan_method,
         )
         return data
+
+    def autocast(self) -> torch.autocast:
+        """The training passes' autocast context: bfloat16 with ``mixed_precision``, else a no-op."""
+        if self.mixed_precision and self.device.type == "cpu" and not _cpu_has_bf16():
+            warnings.warn(
+                "mixed_precision: this CPU has no native bfloat16 (AVX512-BF16 / AMX), so it is slower", stacklevel=2
+            )
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.mixed_precision)
 
     def encode_action(self, action: torch.Tensor) -> torch.Tensor:
         """World-model input of stored actions: one-hot for ``Discrete``, the [-1, 1] vector for ``Box``."""
@@ -97,7 +133,7 @@ class PWMPolicy(BasePolicy):
 
     def initial_state(self, n_envs: int) -> RecurrentState:
         """The recurrent state of ``n_envs`` fresh episodes."""
-        return self.world_model.sequence.initial_state(n_envs, self.device)
+        return self.world_model.initial_state(n_envs, self.device)
 
     def act(
         self, obs: PyTorchObs, state: RecurrentState, episode_start: torch.Tensor, deterministic: bool = False

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import pathlib
+import time
+import warnings
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
@@ -13,7 +16,7 @@ from gymnasium import spaces
 from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule, TrainFrequencyUnit
 
 from delayzoo.agents.common.checks import (
     check_finite_step,
@@ -30,28 +33,103 @@ from delayzoo.agents.pwm.world_model import ObservationLayout
 
 SelfPWM = TypeVar("SelfPWM", bound="PWM")
 
+LARGE_IMAGE_SIDE = 96
+"""Images with a larger side get a warning: PWM's model and replay are sized for 64x64 frames."""
+
+LONG_RUN_SECONDS = 600.0
+"""A learn() call projected to take longer than this on a CPU says so after its first update."""
+
+
+class PartClock:
+    """Wall-clock and process CPU seconds of consecutive parts of an update (CUDA work synchronised).
+
+    ``times[name] = (wall, cpu)`` for each :meth:`lap`, measured since the previous lap (or creation).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.times: dict[str, tuple[float, float]] = {}
+        self._last = (time.perf_counter(), time.process_time())
+
+    def lap(self, name: str) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = (time.perf_counter(), time.process_time())
+        self.times[name] = (now[0] - self._last[0], now[1] - self._last[1])
+        self._last = now
+
 
 class PWM(PlainSaveMixin, OffPolicyAlgorithm):
-    """Parallel World Model agent: a categorical-latent world model whose sequence model is a gated
-    linear recurrence trained over whole windows by a parallel scan, and an actor-critic trained in
-    imagination with lambda-returns computed by the same scan run backwards.
+    """Parallel World Model agent (PaMoRL): by default the paper's model, losses, optimisers and schedule.
+
+    The world model encodes each frame alone into 32 categoricals of 32 classes (BatchNorm in the conv
+    stages and on the posterior and prior logits), runs a sequence model of two cells with one
+    128 x 128 matrix memory each (a data-dependent gated linear recurrence) over whole 64-step windows,
+    and predicts rewards and continuation; the actor-critic learns in imagination (horizon 15) with
+    lambda-returns from both the critic and the slow critic. At Atari shapes the model has the
+    reference's 14,649,731 world-model and 3,422,736 agent parameters.
 
     One world-model update and one actor-critic update per ``train_freq`` env steps after
     ``learning_starts`` random steps (:meth:`train` reads top to bottom). Life losses
     (``info["life_loss"]``, see ``delayzoo.wrappers.LifeLossInfo``) are terminals for the
     continuation head and restart the recurrent state, while scores stay per game (``Monitor``).
+    Evaluate it the same way: the zoo does; with SB3's ``evaluate_policy`` / ``EvalCallback`` use
+    :mod:`delayzoo.agents.common.evaluation` (``evaluate_policy`` or ``LifeLossEpisodeStarts``).
 
-    Differences from the reference implementation, which we consider bugs:
+    Differences from the reference implementation (Wongziseoi/PaMoRL), each with its reason.
+
+    Bugs of the reference, fixed:
 
     - the entropy bonus is the entropy of each imagined step's action distribution (summed over
       action dimensions), weighted like that step's policy-gradient term, instead of a tensor of the
       wrong shape broadcast against the advantages;
     - imagined steps are weighted by the *cumulative* product of predicted continuations, so steps
-      after an imagined episode end stop counting;
+      after an imagined episode end stop counting (the reference weights step ``k`` by ``c_{k-1}`` alone);
     - episode returns are reported by SB3's ``Monitor`` on the base env, without the reference's
       off-by-one between rewards and episode ends;
     - continuous actions are clipped to [-1, 1] and rescaled to the ``Box`` bounds: never outside the
-      action space.
+      action space (the reference's samples leave it, and only ``python -O`` hides the failing assert).
+
+    Smaller fixes, because the reference's behaviour is unintended:
+
+    - the timestep dropout inside the recurrence skips a dropped step (no decay, no write) and does not
+      rescale kept steps; the reference's 1 / 0.9 rescaling turns forget gates below 0.1 negative;
+    - where the next observation starts an episode (or follows a life loss), its KL term is skipped and
+      imagination starts from a restarted state: the reference asks the prior to predict a post-reset
+      frame from pre-reset history;
+    - free bits (1 nat) clip each step's KL, then average (DreamerV3); the reference clips the batch
+      mean, so once the mean is below 1 nat no step gets a KL gradient;
+    - the 8-bit dead zone of the reconstruction loss compares with the stored bytes (the reference
+      converts ``x / 255`` back with a truncation that can be one off).
+
+    Differences in the computation, same model (for speed; results equal up to float rounding):
+
+    - imagination starts from the world-model update's own pass (posterior samples and the states before
+      every step of the 16 x 64 windows: 1,024 starts with features ``[z_t, h_{t-1}]``); the reference
+      re-encodes the batch and reruns the window pass in eval mode after the update (1,008 starts). Ours
+      therefore start from the states before the update, under the pass's dropout and BatchNorm batch
+      statistics;
+    - on CPU the window pass runs a fused loop over time (``scan_method="auto"``) that writes the memories
+      straight into the imagination starts; the reference's odd-even scan gives the same values and is
+      about twice slower there (GPUs use the parallel scan);
+    - each critic runs once per update; the conv stacks use channels-last activations.
+
+    Design choices that differ (not bugs; kept because they suit SB3 users or are harmless):
+
+    - imagined continuation is the predicted probability ``sigmoid(logit)``, not the reference's hard
+      ``logit < 0`` threshold, and the weights leave ``gamma`` out (it is already in the returns);
+    - the discrete actor mixes 1% uniform into its policy; actor and critic have separate AdamW
+      optimisers (learning rates ``actor_lr`` / ``critic_lr``), each with its own clip of 100 (the
+      reference: one optimiser, one joint clip);
+    - vector observations go through a 2 x 512 MLP on symlog inputs and are reconstructed in symlog
+      space (the reference's DMC proprio model: 4 x 1024 on raw inputs), so that the heads keep the
+      reference's 2 x 512; ``Discrete`` / ``MultiDiscrete`` parts are one-hot;
+    - the slow critic enters the critic target in every setting (the reference's DMC build leaves it
+      unused);
+    - the first policy step after the random warm-up starts from a fresh state; frames stay uint8 on the
+      host (the reference keeps its replay on the GPU); windows never cross the replay's write position;
+    - the env protocol (``make_atari``) does not reseed every episode identically, follows lives both
+      ways and has no Freeway-only scripted warm-up; the budget is 100k agent steps (reference: 102k).
 
     Example::
 
@@ -144,6 +222,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self.imagination_horizon = imagination_horizon
         self.stats_window_size = stats_window_size
         self._policy_state: tuple[np.ndarray, ...] | None = None
+        self.last_update_times: dict[str, tuple[float, float]] = {}
         self._episode_starts: np.ndarray | None = None
         if _init_setup_model:
             self._setup_model()
@@ -186,6 +265,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
 
     def _check_arguments(self) -> None:
         self._check_spaces(self.observation_space, self.action_space)
+        image_shape = ObservationLayout(self.observation_space).image_shape
+        if image_shape is not None and max(image_shape[1:]) > LARGE_IMAGE_SIDE:
+            warnings.warn(
+                f"PWM got {image_shape[1]}x{image_shape[2]} images: its encoder, decoder and posterior grow with "
+                "the image and the replay stores every frame. For Atari use delayzoo.wrappers.make_atari (64x64 "
+                "RGB, as the paper); otherwise resize to 64x64 (gymnasium.wrappers.ResizeObservation)",
+                stacklevel=4,
+            )
         if self.sequence_length < 2:
             raise ValueError(f"sequence_length must be at least 2, got {self.sequence_length}")
         if self.imagination_horizon < 1:
@@ -196,13 +283,28 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 f"sequence_length={self.sequence_length} is larger than the {per_env} steps the replay buffer holds "
                 f"per env (buffer_size={self.buffer_size}, n_envs={self.n_envs})"
             )
+        norm = (self.policy_kwargs.get("world_model_kwargs") or {}).get("norm", "batch")
+        if norm == "batch" and self.batch_size * (self.sequence_length - 1) < 2:
+            raise ValueError(
+                f"norm='batch' needs at least 2 samples per training batch, but batch_size={self.batch_size} windows "
+                f"of sequence_length={self.sequence_length} give {self.batch_size * (self.sequence_length - 1)} "
+                "for the prior: use a larger batch or world_model_kwargs=dict(norm='group')"
+            )
         if self.learning_starts < self.sequence_length * self.n_envs:
             raise ValueError(
                 f"learning_starts={self.learning_starts} must be at least sequence_length * n_envs = "
                 f"{self.sequence_length * self.n_envs}, so that the first update can sample whole windows"
             )
 
+    def _check_policy_kwargs(self) -> None:
+        positional = ("self", "observation_space", "action_space", "lr_schedule")
+        accepted = [name for name in inspect.signature(self.policy_class.__init__).parameters if name not in positional]
+        unknown = sorted(set(self.policy_kwargs) - set(accepted))
+        if unknown:
+            raise TypeError(f"Unknown policy_kwargs keys {unknown}; accepted keys: {accepted}")
+
     def _setup_model(self) -> None:
+        self._check_policy_kwargs()
         self._check_arguments()
         super()._setup_model()
         self._sample_rng = np.random.default_rng(self.seed)
@@ -222,7 +324,38 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             self._policy_state = None
             check_finite_step(self.num_timesteps, self._last_obs)
         warn_if_no_update(self.learning_starts, result[0])
+        self._projection_due = True
         return result
+
+    def _project_run_time(self) -> None:
+        """Once per ``learn``: the first update's seconds and the projected time of the remaining updates.
+
+        Printed with ``verbose >= 1``; a warning on a CPU when the projection exceeds :data:`LONG_RUN_SECONDS`
+        (a paper-size update takes seconds there, and 100k of them take weeks).
+        """
+        self._projection_due = False
+        wall = sum(part[0] for part in self.last_update_times.values())
+        cpu = sum(part[1] for part in self.last_update_times.values())
+        remaining_steps = max(self._total_timesteps - self.num_timesteps, 0)
+        threads = torch.get_num_threads()
+        message = f"PWM: one update took {wall:.2f} s ({cpu:.2f} s process CPU, {threads} torch threads)"
+        projected = None
+        if self.train_freq.unit == TrainFrequencyUnit.STEP and self.gradient_steps > 0:
+            updates = remaining_steps * self.gradient_steps / (self.train_freq.frequency * self.n_envs)
+            projected = updates * wall
+            message += (
+                f"; about {updates:,.0f} more for the requested {self._total_timesteps:,} steps: "
+                f"{_duration(projected)} at this rate"
+            )
+        self.logger.record("time/seconds_per_update", wall)
+        if self.device.type == "cpu" and projected is not None and projected > LONG_RUN_SECONDS:
+            warnings.warn(
+                message + ". PWM at the paper's size is meant for a GPU; on a CPU use a smaller model "
+                "(policy_kwargs, e.g. the CartPole-v1 entry of hyperparams/pwm.yml) or fewer steps",
+                stacklevel=2,
+            )
+        elif self.verbose >= 1:
+            print(message)
 
     def _sample_action(
         self, learning_starts: int, action_noise: ActionNoise | None = None, n_envs: int = 1
@@ -249,6 +382,9 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         """``gradient_steps`` x (one world-model update on replayed windows, then one actor-critic
         update in imagination from all of that batch's posterior states).
 
+        The wall and process CPU seconds of the last update's parts (``"world_model"``, sampling
+        included; ``"imagination"``; ``"actor_critic"``) are in :attr:`last_update_times`.
+
         Skipped while the replay buffer holds less than one window per env (e.g. right after
         ``load`` without ``load_replay_buffer``).
         """
@@ -259,6 +395,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self._update_learning_rate(policy.world_model_optimizer)
         logs: dict[str, list[float]] = defaultdict(list)
         for _ in range(gradient_steps):
+            clock = PartClock(self.device)
             batch = self.replay_buffer.sample(batch_size, self.sequence_length, self._sample_rng)
             time_major = lambda x: x.transpose(0, 1)  # noqa: E731
             obs = (
@@ -266,23 +403,29 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 if isinstance(batch.observations, dict)
                 else time_major(batch.observations)
             )
-            world_model_loss, metrics, starts = policy.world_model.loss(
-                obs,
-                policy.encode_action(time_major(batch.actions)),
-                time_major(batch.rewards),
-                time_major(batch.terminals).float(),
-                time_major(batch.is_first),
-            )
+            with policy.autocast():
+                world_model_loss, metrics, starts = policy.world_model.loss(
+                    obs,
+                    policy.encode_action(time_major(batch.actions)),
+                    time_major(batch.rewards),
+                    time_major(batch.terminals).float(),
+                    time_major(batch.is_first),
+                )
             policy.world_model_optimizer.zero_grad()
             world_model_loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.world_model.parameters(), policy.world_model_grad_clip)
             policy.world_model_optimizer.step()
 
-            latent = starts["latent"].flatten(0, 1)
+            clock.lap("world_model")
+
+            latent = starts["latent"].flatten(0, 1)  # imagination updates the starts' memories in place
             state = {name: value.flatten(0, 1) for name, value in starts["state"].items()}
-            actor_loss, critic_loss, agent_metrics = policy.actor_critic.loss(
-                policy.world_model, latent, state, self.imagination_horizon, self.gamma, policy.scan_method
-            )
+            with policy.autocast():
+                rollout = policy.actor_critic.imagine(policy.world_model, latent, state, self.imagination_horizon)
+                clock.lap("imagination")
+                actor_loss, critic_loss, agent_metrics = policy.actor_critic.imagination_loss(
+                    rollout, self.gamma, policy.scan_method
+                )
             policy.actor_optimizer.zero_grad()
             policy.critic_optimizer.zero_grad()
             (actor_loss + critic_loss).backward()
@@ -291,10 +434,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             policy.actor_optimizer.step()
             policy.critic_optimizer.step()
             policy.actor_critic.update_slow_critic()
+            clock.lap("actor_critic")
+            self.last_update_times = clock.times
             for name, value in {**metrics, **agent_metrics}.items():
                 logs[name].append(value)
 
         self._n_updates += gradient_steps
+        if getattr(self, "_projection_due", False):
+            self._project_run_time()
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         for name, values in logs.items():
             self.logger.record(f"train/{name}", float(np.mean(values)))
@@ -347,3 +494,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             "policy.actor_optimizer",
             "policy.critic_optimizer",
         ], []
+
+
+def _duration(seconds: float) -> str:
+    """``3.2 days``, ``5.0 h``, ``12 min`` or ``40 s``."""
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
