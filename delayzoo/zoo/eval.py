@@ -41,7 +41,8 @@ from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.scores import atari_game, human_normalized
-from delayzoo.zoo.trust import check_names
+from delayzoo.zoo.sb3_files import load_sb3_model
+from delayzoo.zoo.trust import check_names, parse_kwargs
 
 __all__ = ["evaluate_model", "evaluate_run", "main", "make_eval_env"]
 
@@ -50,14 +51,20 @@ _LOAD_WITHOUT_UNPICKLING = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, 
 does not need them (our agents' files hold no pickles and are loaded as they are)."""
 
 
-def _load(algorithm: type[BaseAlgorithm], path: Path, device: str) -> BaseAlgorithm:
-    """Load a saved model; a file our agents refuse becomes a :class:`ZooError` (exit code 2)."""
+def _load(algorithm: type[BaseAlgorithm], path: Path, device: str, run: Run, env: VecEnv, trusted: bool) -> BaseAlgorithm:
+    """Load a saved model without unpickling (:mod:`delayzoo.zoo.sb3_files` for SB3's files, unless
+    ``trusted``); a file that is refused becomes a :class:`ZooError` (exit code 2)."""
     if issubclass(algorithm, PlainSaveMixin):
         try:
             return algorithm.load(str(path), device=device)
         except NotAModelFileError as error:
             raise ZooError(str(error)) from None
-    return algorithm.load(str(path), device=device, custom_objects=_LOAD_WITHOUT_UNPICKLING)
+    if trusted:
+        return algorithm.load(str(path), device=device, custom_objects=_LOAD_WITHOUT_UNPICKLING)
+    policy_kwargs = run.config.get("policy_kwargs")
+    if isinstance(policy_kwargs, str):
+        policy_kwargs = parse_kwargs(policy_kwargs, f"policy_kwargs in {run.params_path / 'config.yml'}")
+    return load_sb3_model(algorithm, path, env, run.config.get("policy", "MlpPolicy"), policy_kwargs, device)
 
 
 def make_eval_env(run: Run, n_envs: int = 1, trust_run_files: bool = False) -> VecEnv:
@@ -151,20 +158,21 @@ def evaluate_run(
     :return: the CSV path and ``[(step, scores)]``
     """
     algorithm = load_algorithm(run.algo)
-    models = run.checkpoints() if checkpoints == "all" else []
-    if run.final_model.is_file():
-        final_steps = _load(algorithm, run.final_model, "cpu").num_timesteps
-        models = [(steps, path) for steps, path in models if steps != final_steps] + [(final_steps, run.final_model)]
-    if not models:
-        raise ZooError(f"run {run.path} has no saved model (neither {run.final_model.name} nor checkpoints)")
     if deterministic is None:
         deterministic = env_kind(run.env_id) != "atari"
     seeds = [seed + episode for episode in range(n_episodes)]
     env = make_eval_env(run, n_envs=min(n_envs, n_episodes), trust_run_files=trust_run_files)
     rows = []
     try:
+        models = run.checkpoints() if checkpoints == "all" else []
+        if run.final_model.is_file():
+            final_steps = _load(algorithm, run.final_model, "cpu", run, env, trust_run_files).num_timesteps
+            models = [(steps, path) for steps, path in models if steps != final_steps]
+            models.append((final_steps, run.final_model))
+        if not models:
+            raise ZooError(f"run {run.path} has no saved model (neither {run.final_model.name} nor checkpoints)")
         for steps, path in sorted(models, key=lambda item: item[0]):
-            model = _load(algorithm, path, device)
+            model = _load(algorithm, path, device, run, env, trust_run_files)
             rows.append((steps, evaluate_model(model, env, seeds, deterministic)))
     finally:
         env.close()
@@ -215,8 +223,8 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--trust-run-files",
         action="store_true",
-        help="import any env_wrapper name of the run's config.yml and unpickle its vecnormalize.pkl "
-        "(only for run folders you trust)",
+        help="import any env_wrapper name of the run's config.yml, unpickle its vecnormalize.pkl and the "
+        "pickled entries of Stable-Baselines3 model files (only for run folders you trust)",
     )
     return parser
 

@@ -85,7 +85,7 @@ def test_sigint_saves_model_and_replay_buffer_and_resume_continues_the_step_coun
     assert (run / "0.monitor.csv").read_text().count("\n") > 2
 
     resumed = run_module("delayzoo.zoo.train", *common, "-n", "100", "--save-freq", "50",
-                         "-i", str(run / "CartPole-v1.zip"), cwd=tmp_path)
+                         "-i", str(run / "CartPole-v1.zip"), "--trust-run-files", cwd=tmp_path)  # SB3 buffers are pickles
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Loading replay buffer" in resumed.stdout
     second = tmp_path / "logs/dqn/CartPole-v1_2"
