@@ -92,7 +92,7 @@ def enjoy(
         env = VecVideoRecorder(env, str(video_folder), lambda step: step == 0, n_timesteps, name_prefix=prefix)
     if deterministic is None:
         deterministic = env_kind(run.env_id) != "atari"
-    model = load_for_acting(load_algorithm(run.algo), path, device)
+    model = load_for_acting(load_algorithm(run.algo), path, device, run, env)
     scores: list[float] = []
     try:
         env.seed(seed)

@@ -43,7 +43,8 @@ from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.scores import atari_game, human_normalized
-from delayzoo.zoo.trust import check_names
+from delayzoo.zoo.sb3_files import load_sb3_model
+from delayzoo.zoo.trust import check_names, parse_kwargs
 
 __all__ = ["evaluate_model", "evaluate_run", "load_for_acting", "main", "make_eval_env"]
 
@@ -93,15 +94,31 @@ def make_eval_env(
     return stack_and_transpose(env, run.config.get("frame_stack"))
 
 
-def load_for_acting(algorithm: type[BaseAlgorithm], path: str | Path, device: str = "auto") -> BaseAlgorithm:
-    """A saved model, to act with: SB3 models' training schedules are not unpickled (acting does not need
-    them); a file our agents refuse becomes a :class:`ZooError` (exit code 2)."""
+def load_for_acting(
+    algorithm: type[BaseAlgorithm], path: str | Path, device: str, run: Run, env: VecEnv, trusted: bool = False
+) -> BaseAlgorithm:
+    """A saved model, to act with, loaded without unpickling: our agents' plain files as they are, SB3's
+    through :mod:`delayzoo.zoo.sb3_files` (their training schedules are not needed to act), unless
+    ``trusted``; a file that is refused becomes a :class:`ZooError` (exit code 2).
+
+    :param algorithm: the run's algorithm class
+    :param path: the model file
+    :param device: torch device
+    :param run: the run (its ``config.yml`` gives SB3 models' policy and ``policy_kwargs``)
+    :param env: the env the model acts in
+    :param trusted: load SB3's pickled entries as SB3 does (``--trust-run-files``)
+    """
     if issubclass(algorithm, PlainSaveMixin):
         try:
             return algorithm.load(str(path), device=device)
         except NotAModelFileError as error:
             raise ZooError(str(error)) from None
-    return algorithm.load(str(path), device=device, custom_objects=_LOAD_WITHOUT_UNPICKLING)
+    if trusted:
+        return algorithm.load(str(path), device=device, custom_objects=_LOAD_WITHOUT_UNPICKLING)
+    policy_kwargs = run.config.get("policy_kwargs")
+    if isinstance(policy_kwargs, str):
+        policy_kwargs = parse_kwargs(policy_kwargs, f"policy_kwargs in {run.params_path / 'config.yml'}")
+    return load_sb3_model(algorithm, path, env, run.config.get("policy", "MlpPolicy"), policy_kwargs, device)
 
 
 def evaluate_model(model: BaseAlgorithm, env: VecEnv, seeds: Sequence[int], deterministic: bool) -> list[float]:
@@ -165,20 +182,21 @@ def evaluate_run(
     :return: the CSV path and ``[(step, scores)]``
     """
     algorithm = load_algorithm(run.algo)
-    models = run.checkpoints() if checkpoints == "all" else []
-    if run.final_model.is_file():
-        final_steps = load_for_acting(algorithm, run.final_model, "cpu").num_timesteps
-        models = [(steps, path) for steps, path in models if steps != final_steps] + [(final_steps, run.final_model)]
-    if not models:
-        raise ZooError(f"run {run.path} has no saved model (neither {run.final_model.name} nor checkpoints)")
     if deterministic is None:
         deterministic = env_kind(run.env_id) != "atari"
     seeds = [seed + episode for episode in range(n_episodes)]
     env = make_eval_env(run, n_envs=min(n_envs, n_episodes), trust_run_files=trust_run_files)
     rows = []
     try:
+        models = run.checkpoints() if checkpoints == "all" else []
+        if run.final_model.is_file():
+            final_steps = load_for_acting(algorithm, run.final_model, "cpu", run, env, trust_run_files).num_timesteps
+            models = [(steps, path) for steps, path in models if steps != final_steps]
+            models.append((final_steps, run.final_model))
+        if not models:
+            raise ZooError(f"run {run.path} has no saved model (neither {run.final_model.name} nor checkpoints)")
         for steps, path in sorted(models, key=lambda item: item[0]):
-            model = load_for_acting(algorithm, path, device)
+            model = load_for_acting(algorithm, path, device, run, env, trust_run_files)
             rows.append((steps, evaluate_model(model, env, seeds, deterministic)))
     finally:
         env.close()
@@ -232,8 +250,8 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--trust-run-files",
         action="store_true",
-        help="import any env_wrapper name of the run's config.yml and unpickle its vecnormalize.pkl "
-        "(only for run folders you trust)",
+        help="import any env_wrapper name of the run's config.yml, unpickle its vecnormalize.pkl and the "
+        "pickled entries of Stable-Baselines3 model files (only for run folders you trust)",
     )
     return parser
 

@@ -20,7 +20,8 @@
   (:mod:`delayzoo.zoo.checkpoints`);
 - nothing in a hyperparameter file or a run folder runs code unless ``--trust-run-files`` is given
   (:mod:`delayzoo.zoo.trust`; normalisation statistics are plain ``.npz`` arrays, a pickled
-  ``vecnormalize.pkl`` is refused).
+  ``vecnormalize.pkl`` is refused; SB3 model files are loaded without their pickled entries
+  (:mod:`delayzoo.zoo.sb3_files`) and SB3's pickled replay buffers are refused).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize, VecTransposeImage
 
-from delayzoo.agents.common.plain_save import MAX_DATA_BYTES, NotAModelFileError
+from delayzoo.agents.common.plain_save import MAX_DATA_BYTES, NotAModelFileError, PlainSaveMixin
 from delayzoo.zoo.checkpoints import (
     AtomicCheckpointCallback,
     SaveNormalizationCallback,
@@ -65,6 +66,7 @@ from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import find_entry
 from delayzoo.zoo.replay import replay_entry
 from delayzoo.zoo.runs import read_run_yaml
+from delayzoo.zoo.sb3_files import load_sb3_model
 from delayzoo.zoo.trust import safe_hyperparams
 
 __all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "stack_and_transpose"]
@@ -400,19 +402,26 @@ class DelayExperimentManager(ExperimentManager):
     # ------------------------------------------------------------------ training
     def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
         print(f"Loading pretrained agent {self.trained_agent}")
+        algorithm = ALGOS[self.algo]
+        ours = issubclass(algorithm, PlainSaveMixin)
         kwargs = {key: value for key, value in hyperparams.items() if key not in ("policy", "policy_kwargs")}
-        model = ALGOS[self.algo].load(
-            self.trained_agent,
-            env=env,
-            seed=self.seed,
-            tensorboard_log=self.tensorboard_log,
-            verbose=self.verbose,
-            device=self.device,
-            **kwargs,
-        )
+        kwargs.update(seed=self.seed, tensorboard_log=self.tensorboard_log, verbose=self.verbose)
+        if ours or self.zoo.trust_run_files:
+            model = algorithm.load(self.trained_agent, env=env, device=self.device, **kwargs)
+        else:
+            model = load_sb3_model(
+                algorithm, self.trained_agent, env, hyperparams["policy"], hyperparams.get("policy_kwargs"),
+                self.device, **kwargs,
+            )
         self.args.resume_timesteps = int(model.num_timesteps)
         replay_buffer, _ = checkpoint_files(self.trained_agent, self.env_name)
         if replay_buffer.is_file() and hasattr(model, "load_replay_buffer"):
+            if not (ours or self.zoo.trust_run_files):
+                raise ZooError(
+                    f"{replay_buffer} is a pickle (Stable-Baselines3's replay buffer format), and loading it could "
+                    "run code; pass --trust-run-files if you trust this run folder (or move the file away to "
+                    "resume with an empty buffer)"
+                )
             print(f"Loading replay buffer {replay_buffer}")
             if "truncate_last_traj" in inspect.signature(model.load_replay_buffer).parameters:
                 model.load_replay_buffer(replay_buffer, truncate_last_traj=self.truncate_last_trajectory)

@@ -12,7 +12,8 @@ Every rl_zoo3 flag works (``-n``, ``--seed``, ``-f``, ``-tb``, ``--eval-freq``, 
     --preset NAME                               use the YAML entry "<env id>@NAME" (e.g. CartPole-v1@delayed)
     --pixels                                    DeepMind Control tasks as 64x64 images
     --trust-run-files                           import any class name and evaluate keyword strings of the
-                                                YAML file, unpickle a resumed run's vecnormalize.pkl
+                                                YAML file; unpickle a resumed run's vecnormalize.pkl, SB3
+                                                replay buffer and the pickled entries of its SB3 model
 
 Example::
 
@@ -71,7 +72,8 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--trust-run-files",
         action="store_true",
         help="run code from the YAML file and the resumed run folder as rl_zoo3 does (any class name, keyword "
-        "strings evaluated as Python, a pickled vecnormalize.pkl); only for files you trust",
+        "strings evaluated as Python, pickled vecnormalize.pkl, SB3 replay buffers and model entries); only for "
+        "files you trust",
     )
     return parser
 

@@ -237,3 +237,40 @@ def test_normalised_runs_keep_plain_statistics_that_eval_and_resume_read(tmp_pat
                          cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "Loading saved VecNormalize stats" in resumed.stdout and "rl_model_vecnormalize_64_steps.npz" in resumed.stdout
+
+
+def craft_pickled_entry(model: Path, key: str, marker: Path) -> None:
+    """Put a payload in the pickled entry ``key`` of an SB3 model file."""
+    import base64
+
+    with zipfile.ZipFile(model) as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(entries["data"])
+    data[key][":serialized:"] = base64.b64encode(pickle.dumps(Payload(marker))).decode()
+    with zipfile.ZipFile(model, "w") as archive:
+        for name, content in {**entries, "data": json.dumps(data)}.items():
+            archive.writestr(name, content)
+
+
+def test_sb3_model_files_load_without_their_pickled_entries(shared_run, tmp_path, capsys):
+    marker = tmp_path / "marker"
+    for model in [shared_run / "CartPole-v1.zip", *shared_run.glob("rl_model_*_steps.zip")]:
+        craft_pickled_entry(model, "observation_space", marker)
+        craft_pickled_entry(model, "policy_class", marker)
+    argv = ["--algo", "ppo", "--env", "CartPole-v1", "-f", str(tmp_path / "logs"), "-n", "1"]
+    assert zoo_eval.main(argv) == 0  # every pickled entry is replaced, none is read
+    resume = ["--algo", "ppo", "--env", "CartPole-v1", "-i", str(shared_run / "CartPole-v1.zip"),
+              "-f", str(tmp_path / "new"), *BOUNDED, *TINY_PPO]
+    assert train.main(resume) == 0
+    assert not marker.exists()
+    with zipfile.ZipFile(shared_run / "CartPole-v1.zip") as archive:
+        entries = {name: archive.read(name) for name in archive.namelist()}
+    data = json.loads(entries["data"])
+    data["unknown_entry"] = data["observation_space"]
+    with zipfile.ZipFile(shared_run / "CartPole-v1.zip", "w") as archive:
+        for name, content in {**entries, "data": json.dumps(data)}.items():
+            archive.writestr(name, content)
+    capsys.readouterr()
+    assert zoo_eval.main([*argv, "--checkpoints", "last"]) == 2
+    assert "holds a pickled 'unknown_entry' the zoo cannot replace" in capsys.readouterr().err
+    assert not marker.exists()
