@@ -439,6 +439,7 @@ def run_sweep(tasks: list[CellTask], cpus_per_run: float, gpus_per_run: float, r
         if result.status == "failed":
             failures.append(result)
         bar.write(f"{result.status:<8} {task.cell.name} ({result.seconds:.0f} s) {result.message}; log {result.log}")
+        show(bar)
         bar.update(1)
 
     def show(bar: Any) -> None:

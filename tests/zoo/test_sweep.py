@@ -108,13 +108,13 @@ def test_dry_run_prints_the_grid_and_what_each_cell_would_do_without_running(stu
 
 def test_a_failing_cell_is_reported_with_its_log_and_the_others_finish(ray_session, tmp_path, capsys):
     logs = tmp_path / "logs"
-    # a2c takes neither batch_size nor n_epochs: its train exits 2 (TINY_PPO), ppo's runs.
-    code = _sweep("--algos", "a2c", "ppo", "--envs", "CartPole-v1", "--delays", "1", "-f", str(logs), *BUDGET)
+    # DQN takes no n_epochs (TINY_PPO): its train exits 2; PPO's runs.
+    code = _sweep("--algos", "dqn", "ppo", "--envs", "CartPole-v1", "--delays", "1", "-f", str(logs), *BUDGET)
     output = capsys.readouterr().out
     assert code == 1
-    failed_log = logs / "a2c_CartPole-v1_delay1_seed0" / "sweep.log"
-    assert f"FAILED a2c_CartPole-v1_delay1_seed0: train failed (exit code 2); see {failed_log}" in output
-    assert "n_epochs" in failed_log.read_text()
+    failed_log = logs / "dqn_CartPole-v1_delay1_seed0" / "sweep.log"
+    assert f"FAILED dqn_CartPole-v1_delay1_seed0: train failed (exit code 2); see {failed_log}" in output
+    assert "hyperparameter 'n_epochs' is not an argument of DQN" in failed_log.read_text()
     assert [run.algo for run in find_runs(logs)] == ["ppo"]
     assert _final_row(find_runs(logs)[0].eval_csv)[0] == "2048"
     assert "done 1, running 0, failed 1, left 0" in output
