@@ -60,7 +60,19 @@ from delayzoo.zoo.envs import PROCESSES
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.runs import Run, find_runs
 
-__all__ = ["Cell", "CellResult", "CellTask", "main", "plan_cell", "run_cell", "run_sweep", "sweep_grid"]
+__all__ = [
+    "Cell",
+    "CellResult",
+    "CellTask",
+    "check_cells",
+    "main",
+    "make_task",
+    "plan_cell",
+    "run_cell",
+    "run_sweep",
+    "saved_steps",
+    "sweep_grid",
+]
 
 INSTALL_RAY = 'pip install "delayzoo[ray]"'
 """How to install the optional dependency of the sweeps."""
