@@ -37,7 +37,16 @@ from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.runs import Run, find_runs, read_monitor
 from delayzoo.zoo.scores import AGGREGATES, atari_game, bootstrap_interval, human_normalized, reference_scores
 
-__all__ = ["atari_table", "delay_results", "delay_table", "final_return", "learning_curve", "main", "plot_by_delay", "plot_env"]
+__all__ = [
+    "atari_table",
+    "delay_results",
+    "delay_table",
+    "final_return",
+    "learning_curve",
+    "main",
+    "plot_by_delay",
+    "plot_env",
+]
 
 
 def _read_eval(run: Run) -> tuple[np.ndarray, np.ndarray]:
@@ -194,11 +203,12 @@ def plot_by_delay(
         runs = sorted({len(by_delay[delay]) for delay in delays})
         counts = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
         error = [stats[:, 0] - stats[:, 1], stats[:, 2] - stats[:, 0]]
-        axes.errorbar(delays, stats[:, 0], yerr=error, marker="o", capsize=4, label=f"{label} ({counts} run(s) per point)")
+        label = f"{label} ({counts} run(s) per point)"
+        axes.errorbar(delays, stats[:, 0], yerr=error, marker="o", capsize=4, label=label)
     axes.set_title(f"{env_id}: final return against delay")
     axes.set_xlabel("delay (steps)")
     axes.set_ylabel("eval return of the final model")
-    axes.xaxis.get_major_locator().set_params(integer=True)
+    axes.set_xticks(sorted({delay for by_delay in lines.values() for delay in by_delay}))
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
     figure.tight_layout()

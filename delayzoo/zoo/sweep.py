@@ -60,7 +60,19 @@ from delayzoo.zoo.envs import PROCESSES
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.runs import Run, find_runs
 
-__all__ = ["Cell", "CellResult", "CellTask", "main", "plan_cell", "run_cell", "run_sweep", "sweep_grid"]
+__all__ = [
+    "Cell",
+    "CellResult",
+    "CellTask",
+    "check_cells",
+    "main",
+    "make_task",
+    "plan_cell",
+    "run_cell",
+    "run_sweep",
+    "saved_steps",
+    "sweep_grid",
+]
 
 INSTALL_RAY = 'pip install "delayzoo[ray]"'
 """How to install the optional dependency of the sweeps."""
@@ -215,9 +227,8 @@ def _latest_save(run: Run) -> tuple[int, Path] | None:
 
     A model cut short by a kill (not a zip, or without its data) is passed over.
     """
-    saves = [(steps, path) for steps, path in run.checkpoints()] + [(-1, run.final_model)]
     readable = []
-    for steps, path in saves:
+    for path in [*(path for _, path in run.checkpoints()), run.final_model]:
         try:
             readable.append((saved_steps(path), path))
         except (OSError, KeyError, ValueError, zipfile.BadZipFile):
@@ -255,7 +266,11 @@ def plan_cell(cell: Cell, log_folder: Path, requested_steps: int | None, n_episo
     if total is not None and steps >= total:  # a checkpoint at the last step, final model missing
         return "resume", f"resume {latest.name} from {path.name} ({steps}/{total} steps)", ["-i", str(path), "-n", "1"]
     remaining = str(total - steps) if total is not None else "-1"
-    return "resume", f"resume {latest.name} from {path.name} ({steps}/{total} steps)", ["-i", str(path), "-n", remaining]
+    return (
+        "resume",
+        f"resume {latest.name} from {path.name} ({steps}/{total} steps)",
+        ["-i", str(path), "-n", remaining],
+    )
 
 
 def _threads(cpus_per_run: float) -> int:
@@ -370,16 +385,19 @@ def _check_reachable(address: str) -> None:
 
 
 def _connect(ray: Any, address: str | None, cpus_per_run: float, gpus_per_run: float) -> bool:
-    """Start or join Ray (``True`` when this call started it); check the cluster can hold one run."""
+    """Start or join Ray (``True`` when this call started it); check the cluster can hold one run.
+
+    A process that is already connected (``ray.init`` called before) keeps its connection.
+    """
     started = False
+    if address not in (None, "auto", "local"):
+        _check_reachable(address)
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
         if address is None:
             package_root = str(Path(__file__).resolve().parents[2])
             path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
             kwargs.update(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
-        if address not in (None, "auto", "local"):
-            _check_reachable(address)
         try:
             ray.init(address=address, **kwargs)
         except Exception as error:  # ConnectionError, TimeoutError, grpc errors, ...
@@ -433,6 +451,7 @@ def run_sweep(tasks: list[CellTask], cpus_per_run: float, gpus_per_run: float, r
         if result.status == "failed":
             failures.append(result)
         bar.write(f"{result.status:<8} {task.cell.name} ({result.seconds:.0f} s) {result.message}; log {result.log}")
+        show(bar)
         bar.update(1)
 
     def show(bar: Any) -> None:
@@ -452,7 +471,9 @@ def run_sweep(tasks: list[CellTask], cpus_per_run: float, gpus_per_run: float, r
             show(bar)
         except KeyboardInterrupt:
             running = [ref for ref, task in pending.items() if (task.folder / _RUNNING).exists()]
-            bar.write(f"\nCtrl-C: cancelling the queued runs, letting {len(running)} running run(s) save their models...")
+            bar.write(
+                f"\nCtrl-C: cancelling the queued runs, letting {len(running)} running run(s) save their models..."
+            )
             for ref in list(pending):
                 ray.cancel(ref)
             deadline = time.monotonic() + max(task.save_timeout for task in tasks) + 30
@@ -484,14 +505,23 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     grid.add_argument("--envs", nargs="+", required=True, help="Gymnasium env ids")
     grid.add_argument("--delays", nargs="+", type=int, default=[0], help="maximum delays in steps (default: 0)")
     grid.add_argument(
-        "--delay-process", nargs="+", choices=PROCESSES, default=["constant"], help="delay processes (default: constant)"
+        "--delay-process",
+        nargs="+",
+        choices=PROCESSES,
+        default=["constant"],
+        help="delay processes (default: constant)",
     )
     grid.add_argument("--pending-view", action="store_true", help="every cell observes the pending actions")
     grid.add_argument("--seeds", nargs="+", type=int, default=[0], help="training seeds (default: 0)")
-    parser.add_argument("-f", "--log-folder", type=Path, default=Path("logs"), help="where the cells go (default: logs)")
+    parser.add_argument(
+        "-f", "--log-folder", type=Path, default=Path("logs"), help="where the cells go (default: logs)"
+    )
     parser.add_argument("--eval-n-episodes", type=int, default=10, help="eval episodes per saved model (default 10)")
     parser.add_argument(
-        "--eval-checkpoints", choices=("all", "last"), default="all", help="evaluate every checkpoint or the final model"
+        "--eval-checkpoints",
+        choices=("all", "last"),
+        default="all",
+        help="evaluate every checkpoint or the final model",
     )
     parser.add_argument("--eval-n-envs", type=int, default=1, help="eval episodes played side by side (default 1)")
     ray_group = parser.add_argument_group("Ray")
@@ -503,7 +533,9 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     ray_group.add_argument(
         "--save-timeout", type=float, default=120.0, help="seconds a run gets to save after Ctrl-C (default 120)"
     )
-    parser.add_argument("--dry-run", action="store_true", help="print the grid and what each cell would do; run nothing")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print the grid and what each cell would do; run nothing"
+    )
     return parser
 
 
@@ -520,7 +552,7 @@ def _catch_stop_signals() -> dict[int, Any]:
     """
     if threading.current_thread() is not threading.main_thread():
         return {}
-    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    handlers: dict[int, Any] = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, _stop_like_ctrl_c)
     return handlers
@@ -547,7 +579,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     try:
         args, extra = parser(prog).parse_known_args(argv)
         if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
-            raise ZooError(f"--cpus-per-run must be > 0 and --gpus-per-run >= 0, got {args.cpus_per_run}, {args.gpus_per_run}")
+            raise ZooError(
+                f"--cpus-per-run must be > 0 and --gpus-per-run >= 0, got {args.cpus_per_run}, {args.gpus_per_run}"
+            )
         if args.eval_n_episodes < 1 or args.eval_n_envs < 1 or args.save_timeout <= 0:
             raise ZooError(
                 "--eval-n-episodes, --eval-n-envs and --save-timeout must be > 0, "
@@ -560,7 +594,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         check_cells(cells, extra, log_folder)
         ray = _import_ray()
         plans = [plan_cell(cell, log_folder, requested, args.eval_n_episodes) for cell in cells]
-        eval_args = ["-n", str(args.eval_n_episodes), "--n-envs", str(args.eval_n_envs), "--checkpoints", args.eval_checkpoints]
+        eval_args = [
+            "-n",
+            str(args.eval_n_episodes),
+            "--n-envs",
+            str(args.eval_n_envs),
+            "--checkpoints",
+            args.eval_checkpoints,
+        ]
         eval_args += ["--device", "cpu"] if args.gpus_per_run == 0 else []
         tasks = [
             make_task(cell, log_folder, extra, plan, eval_args, args.cpus_per_run, args.gpus_per_run, args.save_timeout)

@@ -59,8 +59,10 @@ def test_sweep_runs_every_cell_then_relaunch_skips_them_and_plot_draws_return_ag
     output = capsys.readouterr().out
     runs = find_runs(logs)
     assert len(runs) == 4 and sorted(path.name for path in logs.iterdir()) == [
-        "ppo_CartPole-v1_delay0_seed0", "ppo_CartPole-v1_delay0_seed1",
-        "ppo_CartPole-v1_delay2_seed0", "ppo_CartPole-v1_delay2_seed1",
+        "ppo_CartPole-v1_delay0_seed0",
+        "ppo_CartPole-v1_delay0_seed1",
+        "ppo_CartPole-v1_delay2_seed0",
+        "ppo_CartPole-v1_delay2_seed1",
     ]
     for run in runs:
         seed, delay = run.args["seed"], run.args["delay"]
@@ -83,8 +85,15 @@ def test_sweep_runs_every_cell_then_relaunch_skips_them_and_plot_draws_return_ag
     assert (plots / "CartPole-v1-by-delay.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = (plots / "by-delay.md").read_text()
     assert "| agent | delay 0 | delay 2 |" in table
-    means = {delay: sum(float(_final_row(run.eval_csv)[1]) + float(_final_row(run.eval_csv)[2])
-                        for run in runs if run.args["delay"] == delay) / 4 for delay in (0, 2)}
+    means = {
+        delay: sum(
+            float(_final_row(run.eval_csv)[1]) + float(_final_row(run.eval_csv)[2])
+            for run in runs
+            if run.args["delay"] == delay
+        )
+        / 4
+        for delay in (0, 2)
+    }
     assert f"| ppo | {means[0]:.1f} [" in table and f"{means[2]:.1f} [" in table and table.count("(2)") == 2
 
 
@@ -99,13 +108,13 @@ def test_dry_run_prints_the_grid_and_what_each_cell_would_do_without_running(stu
 
 def test_a_failing_cell_is_reported_with_its_log_and_the_others_finish(ray_session, tmp_path, capsys):
     logs = tmp_path / "logs"
-    # a2c takes neither batch_size nor n_epochs: its train exits 2 (TINY_PPO), ppo's runs.
-    code = _sweep("--algos", "a2c", "ppo", "--envs", "CartPole-v1", "--delays", "1", "-f", str(logs), *BUDGET)
+    # DQN takes no n_epochs (TINY_PPO): its train exits 2; PPO's runs.
+    code = _sweep("--algos", "dqn", "ppo", "--envs", "CartPole-v1", "--delays", "1", "-f", str(logs), *BUDGET)
     output = capsys.readouterr().out
     assert code == 1
-    failed_log = logs / "a2c_CartPole-v1_delay1_seed0" / "sweep.log"
-    assert f"FAILED a2c_CartPole-v1_delay1_seed0: train failed (exit code 2); see {failed_log}" in output
-    assert "n_epochs" in failed_log.read_text()
+    failed_log = logs / "dqn_CartPole-v1_delay1_seed0" / "sweep.log"
+    assert f"FAILED dqn_CartPole-v1_delay1_seed0: train failed (exit code 2); see {failed_log}" in output
+    assert "hyperparameter 'n_epochs' is not an argument of DQN" in failed_log.read_text()
     assert [run.algo for run in find_runs(logs)] == ["ppo"]
     assert _final_row(find_runs(logs)[0].eval_csv)[0] == "2048"
     assert "done 1, running 0, failed 1, left 0" in output
@@ -117,8 +126,18 @@ def test_an_interrupted_run_is_resumed_from_its_last_checkpoint_with_the_step_co
     logs = tmp_path / "logs"
     cell = sweep.Cell("ppo", "CartPole-v1", 1, "constant", False, 0)
     # the cell's train command, stopped at 1024 steps, its final model lost as when a run is killed
-    first = run_module("delayzoo.zoo.train", *cell.train_args(logs), *TINY_PPO, "-n", "1000", "--save-freq", "500",
-                       "--num-threads", "1", cwd=tmp_path)
+    first = run_module(
+        "delayzoo.zoo.train",
+        *cell.train_args(logs),
+        *TINY_PPO,
+        "-n",
+        "1000",
+        "--save-freq",
+        "500",
+        "--num-threads",
+        "1",
+        cwd=tmp_path,
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     interrupted = logs / cell.name / "ppo" / "CartPole-v1_1"
     (interrupted / "CartPole-v1.zip").unlink()
@@ -150,8 +169,13 @@ def _fake_sweep_run(logs: Path, cell: sweep.Cell, scores: list[float]) -> None:
 
 def test_by_delay_table_holds_the_mean_over_seeds_of_final_returns_with_bootstrap_intervals(tmp_path, capsys):
     logs = tmp_path / "logs"
-    finals = {("ppo", 0, 0): [10, 30], ("ppo", 0, 1): [40, 40], ("ppo", 3, 0): [5, 5], ("ppo", 3, 1): [15, 15],
-              ("dqn", 0, 0): [100, 100]}
+    finals = {
+        ("ppo", 0, 0): [10, 30],
+        ("ppo", 0, 1): [40, 40],
+        ("ppo", 3, 0): [5, 5],
+        ("ppo", 3, 1): [15, 15],
+        ("dqn", 0, 0): [100, 100],
+    }
     for (algo, delay, seed), scores in finals.items():
         _fake_sweep_run(logs, sweep.Cell(algo, "CartPole-v1", delay, "constant", False, seed), scores)
     view = sweep.Cell("ppo", "CartPole-v1", 3, "random-walk", True, 0)
@@ -258,10 +282,31 @@ def test_without_ray_sweep_exits_2_with_the_install_command(tmp_path, capsys, mo
 
 @pytest.mark.slow
 def test_ctrl_c_lets_the_running_run_save_and_the_next_launch_resumes_it(tmp_path):
-    grid = ["--algos", "ppo", "--envs", "CartPole-v1", "--delays", "2", "-f", "logs", "--eval-n-episodes", "2",
-            "--eval-checkpoints", "last", "--save-freq", "500", *TINY_PPO]
-    process = subprocess.Popen([sys.executable, "-m", "delayzoo.zoo.sweep", *grid, "-n", "200000"], cwd=tmp_path,
-                               env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    grid = [
+        "--algos",
+        "ppo",
+        "--envs",
+        "CartPole-v1",
+        "--delays",
+        "2",
+        "-f",
+        "logs",
+        "--eval-n-episodes",
+        "2",
+        "--eval-checkpoints",
+        "last",
+        "--save-freq",
+        "500",
+        *TINY_PPO,
+    ]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "delayzoo.zoo.sweep", *grid, "-n", "200000"],
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     run = tmp_path / "logs/ppo_CartPole-v1_delay2_seed0/ppo/CartPole-v1_1"
     deadline = time.monotonic() + 180
     while not list(run.glob("rl_model_*_steps.zip")) and time.monotonic() < deadline and process.poll() is None:
