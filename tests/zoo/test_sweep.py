@@ -31,7 +31,13 @@ def ray_session():
         yield
         return
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        logging_level="ERROR",
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
     yield
     ray.shutdown()
 
