@@ -394,12 +394,12 @@ def _connect(ray: Any, address: str | None, cpus_per_run: float, gpus_per_run: f
         _check_reachable(address)
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
-        if address is None:
+        if address in (None, "local"):
             package_root = str(Path(__file__).resolve().parents[2])
             path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
             kwargs.update(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
-        try:
-            ray.init(address=address, **kwargs)
+        try:  # "local": a new Ray, even where ``ray start`` left one to join
+            ray.init(address=address or "local", **kwargs)
         except Exception as error:  # ConnectionError, TimeoutError, grpc errors, ...
             raise ZooError(f"cannot reach the Ray cluster at --address {address}: {error}") from error
         started = True

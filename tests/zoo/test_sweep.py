@@ -31,7 +31,13 @@ def ray_session():
         yield
         return
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", runtime_env={"env_vars": {"PYTHONPATH": path}})
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        logging_level="ERROR",
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
     yield
     ray.shutdown()
 
@@ -106,6 +112,7 @@ def test_dry_run_prints_the_grid_and_what_each_cell_would_do_without_running(stu
     assert not (logs.parent / "other").exists()
 
 
+@pytest.mark.slow  # two more runs; test_killed_run_is_reported_... covers the report in the default suite
 def test_a_failing_cell_is_reported_with_its_log_and_the_others_finish(ray_session, tmp_path, capsys):
     logs = tmp_path / "logs"
     # DQN takes no n_epochs (TINY_PPO): its train exits 2; PPO's runs.
