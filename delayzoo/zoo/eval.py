@@ -27,7 +27,6 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -42,8 +41,8 @@ from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
 from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
-from delayzoo.zoo.scores import atari_game, human_normalized
 from delayzoo.zoo.sb3_files import load_sb3_model
+from delayzoo.zoo.scores import atari_game, human_normalized
 from delayzoo.zoo.trust import check_names, parse_kwargs
 
 __all__ = ["evaluate_model", "evaluate_run", "load_for_acting", "main", "make_eval_env"]

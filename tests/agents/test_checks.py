@@ -8,7 +8,6 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium import spaces
 
 from delayzoo.agents.common.checks import check_number
 from delayzoo.agents.delayed_ez import DelayedEZ
@@ -113,7 +112,7 @@ class BadAt(gym.Wrapper):
         self.at, self.what, self.t = at, what, 0
 
     def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
+        obs, reward, _, _, info = self.env.step(action)
         self.t += 1
         if self.t == self.at:
             if self.what == "reward":

@@ -1,13 +1,19 @@
 import io
 import json
+import os
 import zipfile
 
+import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium import spaces
 from stable_baselines3 import DQN
 
 from delayzoo.agents.common.plain_save import load_plain_zip, space_from_json, space_to_json
+from delayzoo.agents.pwm import PWM
+from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation
+from tests.agents.test_checks import AGENTS
 
 
 @pytest.mark.parametrize(
@@ -42,15 +48,6 @@ def test_loading_refuses_pickled_entries(tmp_path):
 
 
 # ---------------------------------------------------------------- crafted files run no code, get one message
-import os  # noqa: E402
-
-import gymnasium as gym  # noqa: E402
-import torch  # noqa: E402
-
-from delayzoo.agents.delayed_ez import DelayedEZ  # noqa: E402
-from delayzoo.agents.pwm import PWM  # noqa: E402
-from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation  # noqa: E402
-from tests.agents.test_checks import AGENTS  # noqa: E402
 
 NOT_OURS = "not a delayzoo model file: "
 

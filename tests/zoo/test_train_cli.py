@@ -65,13 +65,14 @@ def test_sigint_saves_model_and_replay_buffer_and_resume_continues_the_step_coun
     process = subprocess.Popen(
         [sys.executable, "-m", "delayzoo.zoo.train", *common, "-n", "1000000", "--save-freq", "200"],
         cwd=tmp_path, env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a pytest started with & ignores SIGINT
     )
     run = tmp_path / "logs/dqn/CartPole-v1_1"
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 90
     while not list(run.glob("rl_model_*_steps.zip")) and time.monotonic() < deadline and process.poll() is None:
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=180)
+    output, _ = process.communicate(timeout=60)
     assert process.returncode == 0, output[-3000:]
     interrupted_at = saved_steps(run / "CartPole-v1.zip")
     assert 200 <= interrupted_at < 1_000_000
