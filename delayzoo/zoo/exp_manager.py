@@ -32,6 +32,7 @@ import inspect
 import json
 import os
 import shutil
+import warnings
 import zipfile
 from collections.abc import Callable
 from functools import partial
@@ -313,7 +314,7 @@ class DelayExperimentManager(ExperimentManager):
         Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
         the life-loss and delay wrappers), with rl_zoo3's ``monitor_kwargs``. Plain Gymnasium envs are
         made from the parent's ``EnvSpec``, so ``--vec-env subproc`` works for ids registered only here
-        (``--gym-packages``, or registered by the calling script). Evaluation envs (``--eval-freq``) report
+        (``--gym-packages``, or registered by the calling script). Atari evaluation envs (``--eval-freq``) report
         life losses as episode starts (:class:`~delayzoo.agents.common.evaluation.LifeLossEpisodeStarts`),
         so recurrent agents restart their state there, as in training; scores stay whole games.
         """
@@ -340,7 +341,7 @@ class DelayExperimentManager(ExperimentManager):
             env = self.vec_env_wrapper(env)
         env = self._maybe_normalize(env, eval_env)
         env = stack_and_transpose(env, self.frame_stack, self.verbose)
-        return LifeLossEpisodeStarts(env) if eval_env else env
+        return LifeLossEpisodeStarts(env) if eval_env and self.kind == "atari" else env
 
     def _maybe_normalize(self, env: VecEnv, eval_env: bool) -> VecEnv:
         """rl_zoo3's normalisation, with the statistics of ``-i``'s model read from plain ``.npz`` arrays;
@@ -444,7 +445,10 @@ class DelayExperimentManager(ExperimentManager):
             )
         self._terminate.install()
         try:
-            model.learn(self.n_timesteps, **kwargs)
+            with warnings.catch_warnings():
+                # Atari eval envs are wrapped in LifeLossEpisodeStarts on purpose (see create_envs).
+                warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
+                model.learn(self.n_timesteps, **kwargs)
         except KeyboardInterrupt:
             self.interrupted = True
             signal = "SIGTERM" if self._terminate.received else "Ctrl-C"
