@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv (or reuses it) and installs delayzoo with its test and ray extras (Ray runs the sweeps).
+# Creates .venv (or reuses it) and installs delayzoo with its test, zoo (pandas, Optuna) and ray
+# (sweeps) extras.
 # torch is installed first from TORCH_SPEC (default: the 2.13.0 CPU build our machines keep on disk),
 # so the library's torch range is already met and pip never pulls a multi-GB CUDA build by accident.
 # On a GPU machine, set TORCH_SPEC to the CUDA build you want (e.g. TORCH_SPEC="torch==2.13.0").

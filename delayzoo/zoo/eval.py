@@ -63,8 +63,9 @@ def make_eval_env(
     :param trust_run_files: import any ``env_wrapper`` name of ``config.yml`` and unpickle a
         ``vecnormalize.pkl`` (otherwise: names under the zoo's allow-list only, ``.npz`` statistics only)
     """
-    check_names(run.config, str(run.params_path / "config.yml"), trust_run_files)
-    wrapper = get_wrapper_class({"env_wrapper": run.env_wrappers()})
+    wrappers = run.env_wrappers()  # the zoo's own replay entry (for rl_zoo3's tools) is left out
+    check_names({**run.config, "env_wrapper": wrappers}, str(run.params_path / "config.yml"), trust_run_files)
+    wrapper = get_wrapper_class({"env_wrapper": wrappers})
     env_kwargs = run.env_kwargs() if render_mode is None else {**run.env_kwargs(), "render_mode": render_mode}
     makers: list[Callable[[], gym.Env]] = [
         partial(

@@ -213,7 +213,7 @@ class DelayExperimentManager(ExperimentManager):
             setattr(self.args, name, value)
         saved_hyperparams = {name: hyperparams[name] for name in sorted(hyperparams)}
         saved_hyperparams["delay"] = record
-        replay = replay_entry(self.kind, self.delay)
+        replay = replay_entry(self.kind, self.delay, normalized=bool(hyperparams.get("normalize")))
         if replay is not None:  # what rl_zoo3's enjoy and record_video need to replay the run (or refuse)
             wrappers = hyperparams.get("env_wrapper") or []
             saved_hyperparams["env_wrapper"] = [replay, *(wrappers if isinstance(wrappers, list) else [wrappers])]

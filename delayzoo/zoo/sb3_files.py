@@ -4,16 +4,19 @@ SB3 stores what JSON cannot hold (spaces, the policy class, schedules, buffer cl
 holding classes) as cloudpickled entries of the archive's ``data``; loading them can run code. The zoo
 passes a replacement for each such entry as SB3's ``custom_objects`` (which SB3 uses instead of
 unpickling): the spaces of the env the model is loaded for, the policy class named by the run's alias,
-the ``policy_kwargs`` of the hyperparameters (parsed, not evaluated), and constructor defaults for the
-rest, which the hyperparameters then override as rl_zoo3 does. Schedules the model rebuilds when it is
+the ``policy_kwargs`` of the hyperparameters (parsed, not evaluated) over the saved ones (classes such as
+A2C's RMSprop optimiser are read back from their names, under :data:`_CLASS_PREFIXES` only), and
+constructor defaults for the rest, which the hyperparameters then override as rl_zoo3 does. Schedules the model rebuilds when it is
 set up, and the training state SB3 resets on loading (last observations, episode statistics), are
 left empty. A pickled entry the zoo cannot replace is refused.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,25 @@ _REBUILT = ("lr_schedule", "exploration_schedule")
 """Entries that ``_setup_model`` computes again from the hyperparameters."""
 _RUNTIME = ("_last_obs", "_last_episode_starts", "_last_original_obs", "ep_info_buffer", "ep_success_buffer")
 """Training state that SB3 resets when a model is loaded for an env (and rebuilds when learning starts)."""
+
+
+_CLASS_NAME = re.compile(r"^<class '([A-Za-z_][\w.]*)'>$")
+_CLASS_PREFIXES = ("torch.optim.", "torch.nn.", "stable_baselines3.", "sb3_contrib.")
+"""Modules whose classes a saved ``policy_kwargs`` may name (optimisers, activations, feature extractors)."""
+
+
+def _saved_class(text: str) -> type | None:
+    """The class SB3 wrote as ``"<class 'module.Name'>"`` beside a pickled entry, if it is under
+    :data:`_CLASS_PREFIXES`; ``None`` otherwise (the entry is then dropped)."""
+    match = _CLASS_NAME.match(text)
+    if match is None or not match.group(1).startswith(_CLASS_PREFIXES):
+        return None
+    module_name, _, name = match.group(1).rpartition(".")
+    try:
+        found = getattr(importlib.import_module(module_name), name, None)
+    except ImportError:
+        return None
+    return found if isinstance(found, type) else None
 
 
 def _read_data(path: str | Path) -> dict[str, Any]:
@@ -89,7 +111,13 @@ def load_sb3_model(
             custom[key] = getattr(env, key)
         elif key == "policy_kwargs":
             plain = {name: value for name, value in entry.items() if not name.startswith(":")}
-            plain = {name: value for name, value in plain.items() if not (isinstance(value, str) and value.startswith("<"))}
+            for name, value in list(plain.items()):
+                if isinstance(value, str) and value.startswith("<"):
+                    saved = _saved_class(value)
+                    if saved is None:
+                        del plain[name]
+                    else:
+                        plain[name] = saved
             custom[key] = {**plain, **(policy_kwargs or {})}
         elif key in _REBUILT or key in _RUNTIME:
             custom[key] = None

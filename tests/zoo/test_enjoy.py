@@ -13,7 +13,7 @@ from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomW
 from delayzoo.zoo import cli, enjoy, record_video, train
 from delayzoo.zoo.envs import DelaySettings
 from delayzoo.zoo.eval import make_eval_env
-from delayzoo.zoo.replay import FACTORY_ENV, REPLAY_STACK, replay_entry
+from delayzoo.zoo.replay import FACTORY_ENV, NORMALIZED_RUN, REPLAY_STACK, replay_entry
 from delayzoo.zoo.runs import select_run
 from tests.zoo.helpers import TINY_PPO, run_module
 
@@ -88,6 +88,16 @@ def test_atari_and_dmc_runs_refuse_rl_zoo3_replay_before_making_an_env():
         with pytest.raises(ValueError, match="replay the run with python -m delayzoo.zoo.enjoy"):
             get_wrapper_class({"env_wrapper": [entry]})
     assert replay_entry("gym", DelaySettings()) is None  # rl_zoo3 rebuilds a plain run by itself
+
+
+def test_normalised_runs_refuse_rl_zoo3_replay_since_their_statistics_are_plain_arrays():
+    # rl_zoo3's tools read only a pickled vecnormalize.pkl, which the zoo no longer writes: they would play
+    # unnormalised, so the run's config.yml makes them refuse instead
+    for delay in (DelaySettings(), DelaySettings(delay=2)):
+        entry = replay_entry("gym", delay, normalized=True)
+        assert list(entry) == [NORMALIZED_RUN]
+        with pytest.raises(ValueError, match="normalised.*vecnormalize.npz.*delayzoo.zoo.enjoy"):
+            get_wrapper_class({"env_wrapper": [entry]})
 
 
 def test_enjoy_exits_2_for_a_missing_run_or_checkpoint(delayed_run, capsys):

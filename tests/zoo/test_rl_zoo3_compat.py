@@ -80,7 +80,7 @@ def test_pending_view_with_a_normalised_entry_normalises_only_the_observation(en
             "batch_size:32", "n_epochs:1", *extra]
     assert train.main(argv) == 0
     run = select_run(tmp_path / "logs", "ppo", env_id)
-    assert run.config["normalize"] and (run.params_path / "vecnormalize.pkl").is_file()
+    assert run.config["normalize"] and (run.params_path / "vecnormalize.npz").is_file()
     env = make_eval_env(run)
     try:
         normalize = env.venv if not isinstance(env, VecNormalize) else env
@@ -99,7 +99,7 @@ def test_the_zoo_extra_brings_what_optimize_and_plot_need_and_setup_installs_it(
     config.read(REPO / "setup.cfg")
     zoo = config["options.extras_require"]["zoo"].split()
     assert {requirement.split(">")[0] for requirement in zoo} >= {"pandas", "optuna"}
-    assert '-e ".[test,zoo]"' in (REPO / "scripts/setup.sh").read_text()
+    assert '-e ".[test,zoo,ray]"' in (REPO / "scripts/setup.sh").read_text()
 
 
 def test_optimize_runs_its_trials_and_writes_the_report(tmp_path):

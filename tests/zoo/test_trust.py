@@ -274,3 +274,15 @@ def test_sb3_model_files_load_without_their_pickled_entries(shared_run, tmp_path
     assert zoo_eval.main([*argv, "--checkpoints", "last"]) == 2
     assert "holds a pickled 'unknown_entry' the zoo cannot replace" in capsys.readouterr().err
     assert not marker.exists()
+
+
+def test_classes_named_beside_a_pickled_policy_kwargs_are_read_back_only_from_allowed_modules():
+    import torch
+
+    from delayzoo.zoo.sb3_files import _saved_class
+
+    # what SB3 writes beside A2C's pickled policy_kwargs: the RMSprop optimiser it needs to load its state
+    assert _saved_class("<class 'torch.optim.rmsprop.RMSprop'>") is torch.optim.RMSprop
+    assert _saved_class("<class 'torch.nn.modules.activation.Tanh'>") is torch.nn.Tanh
+    for text in ("<class 'os.system'>", "<class 'subprocess.Popen'>", "<function f at 0x1>", "<class 'torch.optim.nope'>"):
+        assert _saved_class(text) is None
