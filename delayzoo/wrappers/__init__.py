@@ -1,6 +1,6 @@
 """Gymnasium wrappers: execution delays, the pending-action view, life loss and env factories."""
 
-from delayzoo.wrappers.atari import MaxPoolFrameSkip, NoopReset, make_atari
+from delayzoo.wrappers.atari import FrameStack, MaxPoolFrameSkip, NoopReset, make_atari
 from delayzoo.wrappers.delay import (
     ActionQueue,
     ConstantDelay,
@@ -23,6 +23,7 @@ __all__ = [
     "EpisodicLife",
     "ExecutionDelay",
     "FlattenProprio",
+    "FrameStack",
     "Float32Action",
     "IIDDelay",
     "LifeLossInfo",

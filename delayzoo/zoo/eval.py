@@ -35,7 +35,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.envs import check_env_id, env_kind
 from delayzoo.zoo.errors import ZooError
-from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
+from delayzoo.zoo.exp_manager import make_ranked_env, split_frame_stack, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.scores import atari_game, human_normalized
 
@@ -48,6 +48,7 @@ _LOAD_WITHOUT_UNPICKLING = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, 
 def make_eval_env(run: Run, n_envs: int = 1) -> VecEnv:
     """The run's env, rebuilt as it was trained, without monitor files and with frozen normalisation."""
     wrapper = get_wrapper_class(run.config)
+    frame_stack, env_kwargs = split_frame_stack(run.env_id, run.config.get("frame_stack"), run.env_kwargs())
     makers = [
         partial(
             make_ranked_env,
@@ -56,7 +57,7 @@ def make_eval_env(run: Run, n_envs: int = 1) -> VecEnv:
             None,
             bool(run.args.get("pixels", False)),
             wrapper,
-            run.env_kwargs(),
+            dict(env_kwargs),
             None,
         )
         for _ in range(n_envs)
@@ -67,7 +68,7 @@ def make_eval_env(run: Run, n_envs: int = 1) -> VecEnv:
         env = VecNormalize.load(str(statistics), env)
         env.training = False
         env.norm_reward = False
-    return stack_and_transpose(env, run.config.get("frame_stack"))
+    return stack_and_transpose(env, frame_stack)
 
 
 def evaluate_model(model: BaseAlgorithm, env: VecEnv, seeds: Sequence[int], deterministic: bool) -> list[float]:

@@ -40,7 +40,7 @@ from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import hyperparams_file, load_hyperparams_file, select_entry
 from delayzoo.zoo.runs import read_run_yaml
 
-__all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "stack_and_transpose"]
+__all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "split_frame_stack", "stack_and_transpose"]
 
 SET_BY_THE_ZOO = {
     "env": "--env",
@@ -81,6 +81,20 @@ def make_ranked_env(
     if action_seed is not None:
         env.action_space.seed(action_seed)
     return env if wrapper is None else wrapper(env)
+
+
+def split_frame_stack(
+    env_id: str, frame_stack: int | None, env_kwargs: dict[str, Any]
+) -> tuple[int | None, dict[str, Any]]:
+    """Where an entry's ``frame_stack`` is done: ``(frames for VecFrameStack, env kwargs)``.
+
+    Atari envs stack their frames themselves (``make_atari(frame_stack=N)``, channels-first, below the
+    pending view), so that ``--pending-view`` and the delay flags work with every algorithm; other envs
+    keep SB3's ``VecFrameStack``.
+    """
+    if frame_stack and env_kind(env_id) == "atari":
+        return None, {**env_kwargs, "frame_stack": frame_stack}
+    return frame_stack, env_kwargs
 
 
 def stack_and_transpose(env: VecEnv, frame_stack: int | None, verbose: int = 0) -> VecEnv:
@@ -152,6 +166,9 @@ class DelayExperimentManager(ExperimentManager):
         if self.delay.pending_view and hyperparams.get("policy") in ("MlpPolicy", "CnnPolicy"):
             print(f"--pending-view gives Dict observations: using MultiInputPolicy instead of {hyperparams['policy']}")
             hyperparams["policy"] = "MultiInputPolicy"
+        if self.delay.pending_view and hyperparams.get("optimize_memory_usage"):
+            print("--pending-view gives Dict observations, which SB3's DictReplayBuffer stores without optimize_memory_usage")
+            hyperparams["optimize_memory_usage"] = False
 
         record = self.delay.to_record()
         for name, value in (
@@ -253,13 +270,16 @@ class DelayExperimentManager(ExperimentManager):
 
     # ------------------------------------------------------------------ envs
     def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
-        """``n_envs`` envs from :func:`make_zoo_env`, with rl_zoo3's normalisation, frame stack and transposition.
+        """``n_envs`` envs from :func:`make_zoo_env`, with rl_zoo3's normalisation, frame stack and transposition
+        (Atari envs stack their own frames, see :func:`split_frame_stack`).
 
         Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
         the life-loss and delay wrappers).
         """
         log_dir = None if eval_env or no_log else self.save_path
-        env_kwargs = self.eval_env_kwargs if eval_env else self.env_kwargs
+        frame_stack, env_kwargs = split_frame_stack(
+            self.env_name.gym_id, self.frame_stack, self.eval_env_kwargs if eval_env else self.env_kwargs
+        )
         makers = [
             partial(
                 make_ranked_env,
@@ -278,7 +298,7 @@ class DelayExperimentManager(ExperimentManager):
         if self.vec_env_wrapper is not None:
             env = self.vec_env_wrapper(env)
         env = self._maybe_normalize(env, eval_env)
-        return stack_and_transpose(env, self.frame_stack, self.verbose)
+        return stack_and_transpose(env, frame_stack, self.verbose)
 
     # ------------------------------------------------------------------ training
     def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
