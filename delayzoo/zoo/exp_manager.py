@@ -317,10 +317,7 @@ class DelayExperimentManager(ExperimentManager):
         replay_buffer = Path(self.trained_agent).parent / "replay_buffer.pkl"
         if replay_buffer.is_file() and hasattr(model, "load_replay_buffer"):
             print(f"Loading replay buffer {replay_buffer}")
-            if "truncate_last_traj" in inspect.signature(model.load_replay_buffer).parameters:
-                model.load_replay_buffer(replay_buffer, truncate_last_traj=self.truncate_last_trajectory)
-            else:
-                model.load_replay_buffer(replay_buffer)
+            model.load_replay_buffer(replay_buffer, truncate_last_traj=self.truncate_last_trajectory)
         return model
 
     def learn(self, model: BaseAlgorithm) -> None:
