@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import delayzoo.ctree
+from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.mcts import MCTS
 from delayzoo.agents.delayed_ez.networks import RecurrentOutput
 from delayzoo.ctree import ptree
@@ -41,7 +42,7 @@ class ChainNet:
 @pytest.mark.parametrize("horizon", [1, 3, 5])
 def test_value_prefix_lstm_resets_below_depths_multiple_of_horizon(horizon):
     net = ChainNet()
-    MCTS(1, num_simulations=12, lstm_horizon=horizon).search(
+    MCTS(1, SearchConfig(num_simulations=12, lstm_horizon=horizon)).search(
         net, torch.zeros(2, 1), torch.zeros(2, 1), np.random.default_rng(0), add_noise=False
     )
     assert sorted({d for d, _ in net.calls}) == list(range(12))
@@ -50,12 +51,12 @@ def test_value_prefix_lstm_resets_below_depths_multiple_of_horizon(horizon):
 
 
 def test_non_finite_model_output_raises():
-    with pytest.raises(ValueError, match="non-finite value .* simulation 3"):
-        MCTS(1, num_simulations=5).search(
+    with pytest.raises(ValueError, match="non-finite value.*simulation 3"):
+        MCTS(1, SearchConfig(num_simulations=5)).search(
             ChainNet(nan_at_depth=3), torch.zeros(1, 1), torch.zeros(1, 1), np.random.default_rng(0), False
         )
     with pytest.raises(ValueError, match="non-finite root policy logits"):
-        MCTS(1, num_simulations=5).search(
+        MCTS(1, SearchConfig(num_simulations=5)).search(
             ChainNet(), torch.zeros(1, 1), torch.full((1, 1), float("inf")), np.random.default_rng(0), False
         )
 
@@ -89,7 +90,7 @@ def test_batched_search_expands_each_root_from_its_own_nodes(tree):
     net = PathNet()
     roots = torch.tensor([[0, 0], [1, 0], [2, 0], [3, 0]], dtype=torch.float64)
     logits = torch.tensor([[1.0, 0.0, -1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 2.0], [0.5, 0.5, 0.0]])
-    out = MCTS(3, num_simulations=20, tree=tree).search(net, roots, logits, np.random.default_rng(0), False)
+    out = MCTS(3, SearchConfig(num_simulations=20), tree=tree).search(net, roots, logits, np.random.default_rng(0), False)
     assert out.visits.shape == (4, 3) and (out.visits.sum(1) == 20).all()
     assert len(net.calls) == 4 * 20
     expanded = {b: {0} for b in range(4)}
@@ -116,7 +117,7 @@ def test_dirichlet_noise_only_when_asked():
             return super().prepare(value_prefix, policy_logits, noise, noise_fraction, legal_mask)
 
     spy = SimpleNamespace(**{name: getattr(ptree, name) for name in ("MinMaxStatsList", "SearchResults", "batch_traverse", "batch_backpropagate")}, Roots=SpyRoots)
-    mcts = MCTS(3, num_simulations=4, exploration_fraction=0.25, tree=spy)
+    mcts = MCTS(3, SearchConfig(num_simulations=4, exploration_fraction=0.25), tree=spy)
     roots = torch.zeros(5, 2, dtype=torch.float64)
     mcts.search(PathNet(), roots, torch.zeros(5, 3), np.random.default_rng(0), add_noise=False)
     mcts.search(PathNet(), roots, torch.zeros(5, 3), np.random.default_rng(0), add_noise=True)
@@ -129,6 +130,10 @@ def test_dirichlet_noise_only_when_asked():
 
 def test_search_arguments_are_checked():
     with pytest.raises(ValueError, match="num_simulations"):
-        MCTS(2, num_simulations=0)
+        SearchConfig(num_simulations=0)
     with pytest.raises(ValueError, match="lstm_horizon"):
-        MCTS(2, lstm_horizon=0)
+        SearchConfig(lstm_horizon=0)
+    with pytest.raises(TypeError, match="pb_c_base"):
+        SearchConfig(pb_c_base="big")
+    with pytest.raises(ValueError, match="num_actions"):
+        MCTS(0)
