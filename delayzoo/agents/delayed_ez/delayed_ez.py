@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import numbers
 import pathlib
+import threading
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
@@ -56,6 +57,35 @@ def _check_clip_reward(value: Any) -> bool | float:
     if not value >= 0:
         raise ValueError(f"clip_reward must be a bool or a non-negative number, got {value!r}")
     return float(value)
+
+
+class _Prefetch:
+    """The next round's batches and a thread computing their targets (:meth:`DelayedEZ._targets`)."""
+
+    def __init__(self, batches: list[ReplayBatch], compute) -> None:
+        self.batches = batches
+        self.targets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(compute,), daemon=True)
+        self._thread.start()
+
+    def _run(self, compute) -> None:
+        try:
+            self.targets = compute(self.batches)
+        except BaseException as error:  # re-raised in the training thread by result()
+            self.error = error
+
+    def wait(self) -> None:
+        """Block until the targets are computed."""
+        self._thread.join()
+
+    def result(self) -> tuple[list[ReplayBatch], list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+        """The batches and their targets (re-raises an error of the thread)."""
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.targets is not None
+        return self.batches, self.targets
 
 
 class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
@@ -145,6 +175,9 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         EfficientZero (T = 1, then 0.5 after half of training, 0.25 after three quarters)
     :param reanalysis_chunk: roots per reanalysis search; ``None``: all roots of a round in one search on
         a GPU, 1024 per search on a CPU
+    :param prefetch: sample the next round's batches at the end of each round and compute their value and
+        policy targets in a background thread while this round's updates run (the tree and torch release
+        the GIL); those batches then miss this round's priority updates and the env steps in between
     :param policy_kwargs: keywords of the policy (``net_kwargs`` for the network sizes, the optimizer)
     :param stats_window_size: episodes averaged in the logs
     :param tensorboard_log: tensorboard log folder
@@ -203,6 +236,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         augment: bool = True,
         visit_temperature: float | None = None,
         reanalysis_chunk: int | None = None,
+        prefetch: bool = True,
         policy_kwargs: dict[str, Any] | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -270,6 +304,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         self.augment = augment
         self.visit_temperature = visit_temperature
         self.reanalysis_chunk = reanalysis_chunk
+        self.prefetch = prefetch
+        self._prefetched: _Prefetch | None = None
         self._writers: list[GameWriter] | None = None
         self._build_configs()
         self._check_arguments()
@@ -403,6 +439,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         with np.load(path, allow_pickle=False) as arrays:
             buffer = PrioritizedGameBuffer.from_arrays(arrays)
         self._check_buffer(buffer)
+        self._drop_prefetched()
         self.replay_buffer = buffer
 
     def _check_buffer(self, buffer: PrioritizedGameBuffer) -> None:
@@ -526,20 +563,28 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         progress_bar: bool = False,
     ) -> SelfDelayedEZ:
         """Train for ``total_timesteps`` env steps (SB3's ``learn``), then run ``final_updates`` more updates."""
-        super().learn(
-            total_timesteps=total_timesteps,
-            callback=callback,
-            log_interval=log_interval,
-            tb_log_name=tb_log_name,
-            reset_num_timesteps=reset_num_timesteps,
-            progress_bar=progress_bar,
-        )
-        if self.final_updates and self.num_timesteps >= self._total_timesteps and len(self.replay_buffer) > 0:
-            per_round = max(int(self.gradient_steps), 1)
-            for start in range(0, self.final_updates, per_round):
-                self.train(min(per_round, self.final_updates - start), self.batch_size)
-            self.logger.dump(step=self.num_timesteps)
+        try:
+            super().learn(
+                total_timesteps=total_timesteps,
+                callback=callback,
+                log_interval=log_interval,
+                tb_log_name=tb_log_name,
+                reset_num_timesteps=reset_num_timesteps,
+                progress_bar=progress_bar,
+            )
+            if self.final_updates and self.num_timesteps >= self._total_timesteps and len(self.replay_buffer) > 0:
+                per_round = max(int(self.gradient_steps), 1)
+                for start in range(0, self.final_updates, per_round):
+                    self.train(min(per_round, self.final_updates - start), self.batch_size)
+                self.logger.dump(step=self.num_timesteps)
+        finally:
+            self._drop_prefetched()
         return self
+
+    def _drop_prefetched(self) -> None:
+        if self._prefetched is not None:
+            self._prefetched.wait()
+            self._prefetched = None
 
     def _learning_rate_now(self) -> float:
         """EfficientZero's schedule: linear warm-up, then x``lr_decay_rate`` every ``lr_decay_steps`` updates."""
@@ -618,8 +663,17 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             self.value_loss_coef, self.reward_loss_coef, self.policy_loss_coef, self.consistency_loss_coef
         )
         beta = self.priority_beta + (1.0 - self.priority_beta) * (1.0 - self._current_progress_remaining)
-        batches = [self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta) for _ in range(gradient_steps)]
-        targets = self._targets(batches)
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and len(prefetched.batches) == gradient_steps and len(prefetched.batches[0].slots) == batch_size:
+            batches, targets = prefetched.result()
+        else:
+            if prefetched is not None:
+                prefetched.wait()
+            batches = [self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta) for _ in range(gradient_steps)]
+            targets = self._targets(batches)
+        if self.prefetch:
+            upcoming = [self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta) for _ in range(gradient_steps)]
+            self._prefetched = _Prefetch(upcoming, self._targets)
         logs: dict[str, list[float]] = defaultdict(list)
         unroll = self.num_unroll_steps
         for batch, (target_values, target_policies, policy_mask) in zip(batches, targets):
@@ -654,6 +708,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 priorities = (predicted - target_values[:, 0]).abs().cpu().numpy()
             self.replay_buffer.update_priorities(batch.slots, batch.ids, priorities)
             if self._n_updates % self.target_update_interval == 0:
+                if self._prefetched is not None:
+                    self._prefetched.wait()  # its targets come from the target network before the refresh
                 self.policy.refresh_target()
             logs["loss"].append(loss.item())
             for name in ("value", "value_prefix", "policy", "consistency"):

@@ -95,29 +95,31 @@ def unroll_losses(
     with torch.no_grad():
         target_latents = network.represent(target_obs.flatten(0, 1))
         target_proj = network.project(target_latents, with_grad=False).view(*target_obs.shape[:2], -1)
+        value_targets = two_hot(h_transform(target_values), support)
+        value_prefix_targets = two_hot(h_transform(target_value_prefix), support)
     root = network.initial_inference(obs)
     latent = root.latent
-    value_loss = categorical_loss(root.value_logits, two_hot(h_transform(target_values[:, 0]), support)) * masks["value"][:, 0]
-    policy_loss = categorical_loss(root.policy_logits, target_policies[:, 0]) * masks["policy"][:, 0]
-    value_prefix_loss = torch.zeros_like(value_loss)
-    consistency_loss = torch.zeros_like(value_loss)
+    value_logits, policy_logits = [root.value_logits], [root.policy_logits]
+    value_prefix_logits, online_proj = [], []
     lstm_state = network.initial_lstm_state(obs.shape[0])
     for u in range(unroll):
-        latent, lstm_state, value_prefix_logits = network.dynamics(latent, actions[:, u], lstm_state)
-        value_logits, policy_logits = network.prediction(latent)
-        online_proj = network.project(latent, with_grad=True)
-        consistency_loss = consistency_loss - (
-            F.normalize(online_proj, dim=-1) * F.normalize(target_proj[:, u], dim=-1)
-        ).sum(-1) * masks["consistency"][:, u]
-        value_prefix_loss = value_prefix_loss + categorical_loss(
-            value_prefix_logits, two_hot(h_transform(target_value_prefix[:, u]), support)
-        ) * masks["value_prefix"][:, u]
-        value_loss = value_loss + categorical_loss(
-            value_logits, two_hot(h_transform(target_values[:, u + 1]), support)
-        ) * masks["value"][:, u + 1]
-        policy_loss = policy_loss + categorical_loss(policy_logits, target_policies[:, u + 1]) * masks["policy"][:, u + 1]
+        latent, lstm_state, prefix_logits = network.dynamics(latent, actions[:, u], lstm_state)
+        values, policies = network.prediction(latent)
+        value_logits.append(values)
+        policy_logits.append(policies)
+        value_prefix_logits.append(prefix_logits)
+        online_proj.append(network.project(latent, with_grad=True))
         if latent.requires_grad:
             latent.register_hook(lambda grad: grad * 0.5)
         if (u + 1) % lstm_horizon == 0:
             lstm_state = network.initial_lstm_state(obs.shape[0])
-    return UnrollLosses(value_loss, value_prefix_loss, policy_loss, consistency_loss, root.value_logits)
+    cosine = (F.normalize(torch.stack(online_proj, 1), dim=-1) * F.normalize(target_proj, dim=-1)).sum(-1)
+    return UnrollLosses(
+        value=(categorical_loss(torch.stack(value_logits, 1), value_targets) * masks["value"]).sum(1),
+        value_prefix=(
+            categorical_loss(torch.stack(value_prefix_logits, 1), value_prefix_targets) * masks["value_prefix"]
+        ).sum(1),
+        policy=(categorical_loss(torch.stack(policy_logits, 1), target_policies) * masks["policy"]).sum(1),
+        consistency=-(cosine * masks["consistency"]).sum(1),
+        root_value_logits=root.value_logits,
+    )

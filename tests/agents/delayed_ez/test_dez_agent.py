@@ -268,3 +268,18 @@ def test_random_intensity_scales_each_image_within_ten_percent():
     factors = out[:, 0, 0, 0]
     assert (out == factors.view(-1, 1, 1, 1)).all()  # one factor per image
     assert factors.min() >= 0.9 and factors.max() <= 1.1 and factors.std() > 0.02
+
+
+def test_prefetching_the_next_round_in_a_thread_stays_reproducible(tiny_mlp, toy):
+    runs = []
+    for _ in range(2):
+        model = _agent("MlpPolicy", toy("vector"), tiny_mlp, gradient_steps=2, prefetch=True)
+        model.learn(30)
+        assert model._prefetched is None  # no thread outlives learn
+        runs.append(model.policy.network.state_dict())
+    for key, value in runs[0].items():
+        torch.testing.assert_close(runs[1][key], value)
+    model.train(2, 4)
+    assert model._prefetched is not None and len(model._prefetched.batches) == 2
+    model.train(2, 4)  # uses the prefetched batches
+    assert model._n_updates == 2 * (30 - 16) + 4

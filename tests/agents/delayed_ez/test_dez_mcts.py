@@ -137,3 +137,54 @@ def test_search_arguments_are_checked():
         SearchConfig(pb_c_base="big")
     with pytest.raises(ValueError, match="num_actions"):
         MCTS(0)
+
+
+def _plain_search(mcts: MCTS, network, root_latent, root_logits, rng, add_noise):
+    """The search written plainly (per-root scattered writes, per-simulation copies): the reference for the driver."""
+    config, batch = mcts.config, root_latent.shape[0]
+    noise = rng.dirichlet([config.dirichlet_alpha] * mcts.num_actions, size=batch) if add_noise else None
+    roots = delayzoo.ctree.Roots(batch, mcts.num_actions, config.num_simulations + 1, int(rng.integers(2**31 - 1)))
+    roots.prepare(np.zeros(batch), root_logits.double().numpy(), noise, config.exploration_fraction)
+    minmax, results = delayzoo.ctree.MinMaxStatsList(batch), delayzoo.ctree.SearchResults(batch)
+    latents = {(0, b): root_latent[b] for b in range(batch)}
+    states = {(0, b): (torch.zeros(network.config.lstm_hidden_size),) * 2 for b in range(batch)}
+    depth = {(0, b): 0 for b in range(batch)}
+    for sim in range(1, config.num_simulations + 1):
+        parents, index, actions = delayzoo.ctree.batch_traverse(
+            roots, config.pb_c_init, config.pb_c_base, config.discount, minmax, results
+        )
+        keys = [(int(p), int(b)) for p, b in zip(parents, index)]
+        h = torch.stack([states[k][0] for k in keys]).unsqueeze(0)
+        c = torch.stack([states[k][1] for k in keys]).unsqueeze(0)
+        out = network.recurrent_inference(torch.stack([latents[k] for k in keys]), (h, c), torch.as_tensor(actions))
+        reset = []
+        for b, key in enumerate(keys):
+            depth[(sim, b)] = depth[key] + 1
+            reset.append(depth[(sim, b)] % config.lstm_horizon == 0)
+            latents[(sim, b)] = out.latent[b]
+            keep = 0.0 if reset[-1] else 1.0
+            states[(sim, b)] = (out.lstm_state[0][0, b] * keep, out.lstm_state[1][0, b] * keep)
+        delayzoo.ctree.batch_backpropagate(
+            sim, config.discount, network.to_scalar(out.value_prefix_logits).double().numpy(),
+            network.to_scalar(out.value_logits).double().numpy(), out.policy_logits.double().numpy(), minmax, results,
+            np.array(reset),
+        )
+    return np.asarray(roots.distributions())
+
+
+@pytest.mark.parametrize("add_noise", [False, True])
+def test_driver_gives_the_visit_counts_of_the_plain_search(add_noise):
+    from delayzoo.agents.delayed_ez.networks import build_network
+
+    torch.manual_seed(0)
+    net = build_network((4,), 3, False, latent_dim=8, hidden=(16,), head_hidden=(8,), lstm_hidden_size=8,
+                        proj_hidden=8, proj_out=8, pred_hidden=4, support_size=10).eval()
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.3)  # non-zero heads: values and priors differ
+        root = net.initial_inference(torch.randn(6, 4))
+        mcts = MCTS(3, SearchConfig(num_simulations=25, lstm_horizon=3))
+        fast = mcts.search(net, root.latent, root.policy_logits, np.random.default_rng(5), add_noise).visits
+        plain = _plain_search(mcts, net, root.latent, root.policy_logits, np.random.default_rng(5), add_noise)
+    np.testing.assert_array_equal(fast, plain)
+    assert len({tuple(row) for row in fast}) > 1
