@@ -123,7 +123,7 @@ class MCTS:
         columns = np.arange(batch)
         columns_t = torch.arange(batch, device=device)
         for sim in range(1, simulations + 1):
-            parent, roots_index, action = tree.batch_traverse(
+            parent, _, action = tree.batch_traverse(
                 roots, config.pb_c_init, config.pb_c_base, config.discount, minmax, results
             )
             parent = np.asarray(parent, dtype=np.int64)

@@ -283,3 +283,16 @@ def test_prefetching_the_next_round_in_a_thread_stays_reproducible(tiny_mlp, toy
     assert model._prefetched is not None and len(model._prefetched.batches) == 2
     model.train(2, 4)  # uses the prefetched batches
     assert model._n_updates == 2 * (30 - 16) + 4
+
+
+def test_saved_replay_buffer_keeps_the_running_episodes_and_loading_checks_the_shapes(tmp_path, tiny_mlp, tiny_conv, toy):
+    model = _agent("MlpPolicy", toy("vector", episode_length=50), tiny_mlp, learning_starts=1000, segment_length=40)
+    model.learn(10)
+    assert len(model.replay_buffer) == 0  # no segment finished yet
+    model.save_replay_buffer(tmp_path / "buffer.npz")
+    other = _agent("MlpPolicy", toy("vector"), tiny_mlp)
+    other.load_replay_buffer(tmp_path / "buffer.npz")
+    assert len(other.replay_buffer) == 10 and not other.replay_buffer.segments()[0].terminated
+    images = _agent("CnnPolicy", toy("image"), tiny_conv)
+    with pytest.raises(ValueError, match=r"shape \(4,\), the model takes \(3, 12, 12\)"):
+        images.load_replay_buffer(tmp_path / "buffer.npz")
