@@ -123,7 +123,13 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     - the Oblivious-EZ baseline (``forward_model=False``) stores the agent's decided actions, as the
       paper's; ``replay_actions="executed"`` gives it the executed ones (a stronger baseline);
     - rewards are clipped for learning only when ``clip_reward`` is set (the Atari entry of the zoo sets
-      it, as EZ does); scores in the logs are always the env's.
+      it, as EZ does); scores in the logs are always the env's;
+    - the search from the forecast root starts with a fresh value-prefix LSTM state (the reference
+      carries over the state of the forecast roll, which was never trained to start mid-sequence);
+    - under delay, each env draws its own delay path and its initial queue holds ``init_action``
+      fillers (the reference shares one walk across envs and plans its initial queue with M searches),
+      and a lost life keeps the actions in flight (the reference clears and refills the queue at every
+      life loss, although the game goes on).
 
     :param policy: "CnnPolicy", "MlpPolicy", "MultiInputPolicy" or a :class:`DelayedEZPolicy` subclass
     :param env: env or VecEnv (all envs act through one batched search); under delay it must
