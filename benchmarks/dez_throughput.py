@@ -5,7 +5,7 @@ vector step) on the delayed preset (random-walk delay, max 5, p = 0.2, pending v
 After ``learning_starts`` steps (not timed) it times ``--steps`` more env steps and prints env steps per
 second of process CPU time and of wall time, and the main thread's CPU time per vector step split into
 acting (the batched search of all envs), reanalysis (value bootstrap and policy reanalysis with the
-target network), targets (replay sampling and target arrays) and update (the rest of ``train``: the
+target network, in the prefetch thread when it runs there), targets (replay sampling and target arrays) and update (the rest of ``train``: the
 unrolled loss, backward, optimiser, priorities).
 
 ``--before DIR`` also measures another copy of delayzoo (e.g. ``git archive <commit> delayzoo | tar -x -C
@@ -23,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,6 +53,8 @@ def _child(steps: int, seed: int) -> dict[str, float]:
     env = DummyVecEnv([make for _ in range(n_envs)])
     model = DelayedEZ("MultiInputPolicy", env, seed=seed, device="cpu", **entry)
     spent = dict.fromkeys(PARTS, 0.0)
+    inside_train = dict.fromkeys(PARTS, 0.0)  # CPU of the training thread, taken out of "update"
+    main = threading.main_thread()
 
     def timed(owner: object, name: str, part: str) -> None:
         inner = getattr(owner, name)
@@ -61,7 +64,10 @@ def _child(steps: int, seed: int) -> dict[str, float]:
             try:
                 return inner(*args, **kwargs)
             finally:
-                spent[part] += time.thread_time() - start
+                used = time.thread_time() - start
+                spent[part] += used
+                if threading.current_thread() is main:
+                    inside_train[part] += used
 
         setattr(owner, name, wrapper)
 
@@ -73,7 +79,7 @@ def _child(steps: int, seed: int) -> dict[str, float]:
     cpu, wall = time.process_time(), time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    spent["update"] -= spent["reanalysis"] + spent["targets"]
+    spent["update"] -= inside_train["reanalysis"] + inside_train["targets"]
     vector_steps = steps / n_envs
     return {
         "steps_per_cpu_s": steps / cpu,
