@@ -21,6 +21,7 @@ import torch
 from gymnasium import spaces
 
 import delayzoo.ctree
+from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.policies import MultiInputPolicy
 
 TREE_NAMES = ("Roots", "MinMaxStatsList", "SearchResults", "batch_traverse", "batch_backpropagate")
@@ -67,7 +68,8 @@ def main() -> None:
         }
     )
     policy = MultiInputPolicy(
-        observation_space, spaces.Discrete(args.actions), lambda _: 0.2, num_simulations=args.simulations, seed=0
+        observation_space, spaces.Discrete(args.actions), lambda _: 0.2,
+        search_config=SearchConfig(num_simulations=args.simulations), seed=0,
     ).to(device)
     clock: dict[str, float] = defaultdict(float)
     tree = SimpleNamespace(**{name: getattr(delayzoo.ctree, name) for name in TREE_NAMES})

@@ -22,11 +22,12 @@ from delayzoo.wrappers.life import EpisodicLife, LifeLossInfo
 from delayzoo.wrappers.pending import PendingActionsObservation, find_execution_delay
 
 if TYPE_CHECKING:
-    from delayzoo.wrappers.atari import MaxPoolFrameSkip, NoopReset, make_atari
+    from delayzoo.wrappers.atari import FrameStack, MaxPoolFrameSkip, NoopReset, make_atari
     from delayzoo.wrappers.dmc import ActionRepeat, FlattenProprio, Float32Action, RenderedPixels, make_dmc
     from delayzoo.wrappers.monitor import EpisodeMonitor
 
 _LAZY = {
+    "FrameStack": "atari",
     "MaxPoolFrameSkip": "atari",
     "NoopReset": "atari",
     "make_atari": "atari",
@@ -48,6 +49,7 @@ __all__ = [
     "EpisodicLife",
     "ExecutionDelay",
     "FlattenProprio",
+    "FrameStack",
     "Float32Action",
     "IIDDelay",
     "LifeLossInfo",

@@ -5,13 +5,16 @@ The stack :func:`make_atari` builds, from the emulator up::
     ALE (frameskip=1, sticky actions, 108k-frame limit)
     -> NoopReset (EfficientZero only)   -> MaxPoolFrameSkip (4)   -> ResizeObservation (cv2, INTER_AREA)
     -> EpisodeMonitor (per-game scores) -> ExecutionDelay (delay=) -> LifeLossInfo | EpisodicLife
-    -> PendingActionsObservation (pending_view=True)
+    -> FrameStack (frame_stack=, channels-first) -> PendingActionsObservation (pending_view=True)
 
 The :class:`~delayzoo.wrappers.monitor.EpisodeMonitor` (an SB3 ``Monitor``) sits below the life-loss
 and delay wrappers, so ``info["episode"]`` and SB3's logs report whole games (``"r"``: unclipped game
 score, ``"l"``: agent steps), and SB3 does not add a ``Monitor`` of its own on top. The delay sits
 below the life-loss wrappers because a lost life does not stop the actions already sent: after an
-:class:`~delayzoo.wrappers.life.EpisodicLife` continuation the pending queue carries on.
+:class:`~delayzoo.wrappers.life.EpisodicLife` continuation the pending queue carries on. Frames are
+stacked *below* the pending view, so any algorithm sees ``{"observation": stack, "pending_actions",
+"delay"}`` (SB3's ``VecFrameStack`` cannot stack a ``Dict`` with discrete keys), and above the life-loss
+wrappers, so a new life starts a fresh stack as in EfficientZero.
 """
 
 from __future__ import annotations
@@ -114,6 +117,51 @@ class NoopReset(gym.Wrapper[np.ndarray, int, np.ndarray, int], gym.utils.RecordC
         return obs, info
 
 
+class FrameStack(gym.ObservationWrapper[np.ndarray, ActType, np.ndarray], gym.utils.RecordConstructorArgs):
+    """Stack the last ``num_frames`` image frames channels-first: ``(H, W, C)`` -> ``(num_frames * C, H, W)``.
+
+    Channels ``[i * C, (i + 1) * C)`` hold frame ``t - num_frames + 1 + i`` (the newest frame last). After
+    ``reset`` the stack holds ``num_frames`` copies of the first frame (EfficientZero's padding), so
+    consecutive observations of an episode always share ``num_frames - 1`` frames.
+
+    Example:
+        >>> import ale_py, gymnasium as gym
+        >>> gym.register_envs(ale_py)
+        >>> env = FrameStack(gym.make("ALE/Pong-v5"), 4)
+        >>> env.reset(seed=0)[0].shape
+        (12, 210, 160)
+
+    :param env: an environment with ``(H, W, C)`` image observations
+    :param num_frames: frames per observation (>= 1)
+    """
+
+    def __init__(self, env: gym.Env[np.ndarray, ActType], num_frames: int) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, num_frames=num_frames)
+        gym.ObservationWrapper.__init__(self, env)
+        self.num_frames = _check_int(num_frames, "frame_stack", 1)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 3:
+            raise ValueError(f"FrameStack needs (H, W, C) image observations, got {space}")
+        height, width, channels = space.shape
+        low = np.tile(np.moveaxis(space.low, -1, 0), (self.num_frames, 1, 1))
+        high = np.tile(np.moveaxis(space.high, -1, 0), (self.num_frames, 1, 1))
+        self.observation_space = gym.spaces.Box(low, high, (self.num_frames * channels, height, width), space.dtype)
+        self._channels = channels
+        self._stack = np.zeros(self.observation_space.shape, dtype=space.dtype)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._stack[:] = np.tile(np.moveaxis(obs, -1, 0), (self.num_frames, 1, 1))
+        return self._stack.copy(), info
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        self._stack[: -self._channels] = self._stack[self._channels :]
+        self._stack[-self._channels :] = np.moveaxis(observation, -1, 0)
+        return self._stack.copy()
+
+
 def make_atari(
     env_id: str,
     *,
@@ -127,6 +175,7 @@ def make_atari(
     full_action_space: bool = False,
     delay: int | DelayProcess | None = None,
     init_action: Any = "noop",
+    frame_stack: int | None = None,
     pending_view: bool = False,
     monitor: bool | str | dict[str, Any] = True,
     render_mode: str | None = None,
@@ -159,6 +208,8 @@ def make_atari(
     :param full_action_space: all 18 actions instead of the game's minimal set
     :param delay: if given, wrap in :class:`~delayzoo.wrappers.delay.ExecutionDelay` with this delay
     :param init_action: filler actions of the delay queue (see ``ExecutionDelay``)
+    :param frame_stack: stack this many frames channels-first (:class:`FrameStack`: ``(frame_stack * 3, size,
+        size)``), below the pending view; ``None`` keeps single ``(size, size, 3)`` frames
     :param pending_view: add :class:`~delayzoo.wrappers.pending.PendingActionsObservation` (needs ``delay``)
     :param monitor: put an :class:`~delayzoo.wrappers.monitor.EpisodeMonitor` below the life-loss and
         delay wrappers; a string is its CSV file name, a dict its keywords (``filename``,
@@ -177,6 +228,8 @@ def make_atari(
     if isinstance(sticky, bool) or not isinstance(sticky, numbers.Real) or not 0.0 <= float(sticky) <= 1.0:
         raise ValueError(f"repeat_action_probability must be a probability in [0, 1], got {sticky!r}")
     episodic_life = defaults["episodic_life"] if episodic_life is None else episodic_life
+    if frame_stack is not None:
+        frame_stack = _check_int(frame_stack, "frame_stack", 1)
     if pending_view and delay is None:
         raise ValueError("pending_view=True shows the pending actions of an execution delay; pass delay= as well")
 
@@ -206,6 +259,8 @@ def make_atari(
     if delay is not None:
         env = ExecutionDelay(env, delay, init_action=init_action)
     env = EpisodicLife(env) if episodic_life else LifeLossInfo(env)
+    if frame_stack is not None:
+        env = FrameStack(env, frame_stack)
     if pending_view:
         env = PendingActionsObservation(env)
     return env

@@ -39,7 +39,7 @@ from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.checkpoints import load_normalization
 from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
 from delayzoo.zoo.errors import ZooError, one_line
-from delayzoo.zoo.exp_manager import make_ranked_env, stack_and_transpose
+from delayzoo.zoo.exp_manager import make_ranked_env, split_frame_stack, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.sb3_files import load_sb3_model
 from delayzoo.zoo.scores import atari_game, human_normalized
@@ -66,7 +66,9 @@ def make_eval_env(
     wrappers = run.env_wrappers()  # the zoo's own replay entry (for rl_zoo3's tools) is left out
     check_names({**run.config, "env_wrapper": wrappers}, str(run.params_path / "config.yml"), trust_run_files)
     wrapper = get_wrapper_class({"env_wrapper": wrappers})
-    env_kwargs = run.env_kwargs() if render_mode is None else {**run.env_kwargs(), "render_mode": render_mode}
+    frame_stack, env_kwargs = split_frame_stack(run.env_id, run.config.get("frame_stack"), run.env_kwargs())
+    if render_mode is not None:
+        env_kwargs = {**env_kwargs, "render_mode": render_mode}
     makers: list[Callable[[], gym.Env]] = [
         partial(
             make_ranked_env,
@@ -75,7 +77,7 @@ def make_eval_env(
             None,
             bool(run.args.get("pixels", False)),
             wrapper,
-            env_kwargs,
+            dict(env_kwargs),
             None,
         )
         for _ in range(n_envs)
@@ -91,7 +93,7 @@ def make_eval_env(
         env = VecNormalize.load(str(pickled), env)
         env.training = False
         env.norm_reward = False
-    return stack_and_transpose(env, run.config.get("frame_stack"))
+    return stack_and_transpose(env, frame_stack)
 
 
 def load_for_acting(

@@ -70,7 +70,7 @@ from delayzoo.zoo.runs import read_run_yaml
 from delayzoo.zoo.sb3_files import load_sb3_model
 from delayzoo.zoo.trust import safe_hyperparams
 
-__all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "stack_and_transpose"]
+__all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "split_frame_stack", "stack_and_transpose"]
 
 SET_BY_THE_ZOO = {
     "env": "--env",
@@ -117,6 +117,20 @@ def make_ranked_env(
     if action_seed is not None:
         env.action_space.seed(action_seed)
     return env if wrapper is None else wrapper(env)
+
+
+def split_frame_stack(
+    env_id: str, frame_stack: int | None, env_kwargs: dict[str, Any]
+) -> tuple[int | None, dict[str, Any]]:
+    """Where an entry's ``frame_stack`` is done: ``(frames for VecFrameStack, env kwargs)``.
+
+    Atari envs stack their frames themselves (``make_atari(frame_stack=N)``, channels-first, below the
+    pending view), so that ``--pending-view`` and the delay flags work with every algorithm; other envs
+    keep SB3's ``VecFrameStack``.
+    """
+    if frame_stack and env_kind(env_id) == "atari":
+        return None, {**env_kwargs, "frame_stack": frame_stack}
+    return frame_stack, env_kwargs
 
 
 def stack_and_transpose(env: VecEnv, frame_stack: int | None, verbose: int = 0) -> VecEnv:
@@ -195,6 +209,9 @@ class DelayExperimentManager(ExperimentManager):
         if self.delay.pending_view and hyperparams.get("policy") in ("MlpPolicy", "CnnPolicy"):
             print(f"--pending-view gives Dict observations: using MultiInputPolicy instead of {hyperparams['policy']}")
             hyperparams["policy"] = "MultiInputPolicy"
+        if self.delay.pending_view and hyperparams.get("optimize_memory_usage"):
+            print("--pending-view gives Dict observations, which SB3's DictReplayBuffer stores without optimize_memory_usage")
+            hyperparams["optimize_memory_usage"] = False
 
         record = self.delay.to_record()
         for name, value in (
@@ -309,7 +326,8 @@ class DelayExperimentManager(ExperimentManager):
 
     # ------------------------------------------------------------------ envs
     def create_envs(self, n_envs: int, eval_env: bool = False, no_log: bool = False) -> VecEnv:
-        """``n_envs`` envs from :func:`make_zoo_env`, with rl_zoo3's normalisation, frame stack and transposition.
+        """``n_envs`` envs from :func:`make_zoo_env`, with rl_zoo3's normalisation, frame stack and transposition
+        (Atari envs stack their own frames, see :func:`split_frame_stack`).
 
         Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
         the life-loss and delay wrappers), with rl_zoo3's ``monitor_kwargs``. Plain Gymnasium envs are
@@ -319,7 +337,9 @@ class DelayExperimentManager(ExperimentManager):
         so recurrent agents restart their state there, as in training; scores stay whole games.
         """
         log_dir = None if eval_env or no_log else self.save_path
-        env_kwargs = self.eval_env_kwargs if eval_env else self.env_kwargs
+        frame_stack, env_kwargs = split_frame_stack(
+            self.env_name.gym_id, self.frame_stack, self.eval_env_kwargs if eval_env else self.env_kwargs
+        )
         env_id = gym.spec(self.env_name.gym_id) if self.kind == "gym" else self.env_name.gym_id
         makers = [
             partial(
@@ -340,7 +360,7 @@ class DelayExperimentManager(ExperimentManager):
         if self.vec_env_wrapper is not None:
             env = self.vec_env_wrapper(env)
         env = self._maybe_normalize(env, eval_env)
-        env = stack_and_transpose(env, self.frame_stack, self.verbose)
+        env = stack_and_transpose(env, frame_stack, self.verbose)
         return LifeLossEpisodeStarts(env) if eval_env and self.kind == "atari" else env
 
     def _maybe_normalize(self, env: VecEnv, eval_env: bool) -> VecEnv:
@@ -424,10 +444,7 @@ class DelayExperimentManager(ExperimentManager):
                     "resume with an empty buffer)"
                 )
             print(f"Loading replay buffer {replay_buffer}")
-            if "truncate_last_traj" in inspect.signature(model.load_replay_buffer).parameters:
-                model.load_replay_buffer(replay_buffer, truncate_last_traj=self.truncate_last_trajectory)
-            else:
-                model.load_replay_buffer(replay_buffer)
+            model.load_replay_buffer(replay_buffer, truncate_last_traj=self.truncate_last_trajectory)
         return model
 
     def learn(self, model: BaseAlgorithm) -> None:

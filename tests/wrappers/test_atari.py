@@ -17,7 +17,7 @@ from stable_baselines3 import DQN
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-from delayzoo.wrappers.atari import MaxPoolFrameSkip, NoopReset, make_atari
+from delayzoo.wrappers.atari import FrameStack, MaxPoolFrameSkip, NoopReset, make_atari
 from delayzoo.wrappers.delay import ExecutionDelay, RandomWalkDelay
 from delayzoo.wrappers.life import EpisodicLife, LifeLossInfo
 from delayzoo.wrappers.pending import find_execution_delay
@@ -194,10 +194,40 @@ def test_episodic_life_continuation_keeps_the_pending_queue():
     np.testing.assert_array_equal(next_obs["observation"], obs["observation"])
 
 
+def test_frame_stack_is_channels_first_below_the_pending_view_newest_frame_last():
+    frames = np.arange(1, 7, dtype=np.uint8)[:, None, None, None] * np.ones((1, 2, 2, 3), np.uint8)
+    env = FrameStack(ScriptedFrames(frames, end=6), 3)
+    assert env.observation_space.shape == (9, 2, 2)
+    obs, _ = env.reset()
+    assert obs.shape == (9, 2, 2) and not obs.any()  # three copies of the (zero) first frame
+    for t in range(1, 4):
+        obs = env.step(0)[0]
+    assert [int(obs[3 * i, 0, 0]) for i in range(3)] == [1, 2, 3]
+
+    atari = make_atari("ALE/Breakout-v5", delay=RandomWalkDelay(max_delay=3), frame_stack=4, pending_view=True)
+    assert wrappers_of(atari)[:2] == [type(atari), FrameStack]
+    assert atari.observation_space["observation"].shape == (12, 64, 64)
+    first, _ = atari.reset(seed=0)
+    second = atari.step(1)[0]
+    np.testing.assert_array_equal(second["observation"][:9], first["observation"][3:])
+
+
+def test_a_new_life_starts_a_fresh_stack():
+    env = make_atari("ALE/Breakout-v5", protocol="efficientzero", frame_stack=2)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    while not env.step(int(rng.integers(1, 4)))[2]:
+        pass
+    obs, info = env.reset()
+    assert info["lives"] == 4
+    np.testing.assert_array_equal(obs[:3], obs[3:])
+
+
 @pytest.mark.parametrize(
     "options",
-    [{}, {"protocol": "efficientzero"}, {"delay": RandomWalkDelay(max_delay=3), "pending_view": True}],
-    ids=["pamorl", "efficientzero", "pamorl-delay-pending"],
+    [{}, {"protocol": "efficientzero"}, {"delay": RandomWalkDelay(max_delay=3), "pending_view": True},
+     {"frame_stack": 4, "delay": 2, "pending_view": True}],
+    ids=["pamorl", "efficientzero", "pamorl-delay-pending", "stacked-delay-pending"],
 )
 def test_gymnasium_and_sb3_env_checkers_pass(options):
     # skip_render_check: Gymnasium would re-make the env in "human" mode, which needs a display
@@ -219,6 +249,8 @@ def test_gymnasium_and_sb3_env_checkers_pass(options):
         ({"repeat_action_probability": 1.5}, ValueError, "1.5"),
         ({"pending_view": True}, ValueError, "pending_view"),
         ({"delay": -1}, ValueError, "-1"),
+        ({"frame_stack": 0}, ValueError, "frame_stack"),
+        ({"frame_stack": 2.5}, TypeError, "frame_stack"),
     ],
 )
 def test_bad_options_raise_naming_the_value(options, error, match):

@@ -27,7 +27,7 @@ from gymnasium import spaces
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.save_util import load_from_zip_file, open_path, save_to_zip_file
-from stable_baselines3.common.type_aliases import GymEnv
+from stable_baselines3.common.type_aliases import GymEnv, TrainFreq
 from stable_baselines3.common.utils import check_for_correct_spaces, get_device
 
 _PICKLE_MARK = ":serialized:"
@@ -220,12 +220,20 @@ class PlainSaveMixin(BaseAlgorithm):
         return f"delayzoo.{cls.__name__}/1"
 
     def _init_to_json(self, init: dict[str, Any]) -> dict[str, Any]:
-        """Hook: encode constructor keywords JSON cannot hold (inverse: :meth:`_init_from_json`)."""
+        """Hook: encode constructor keywords JSON cannot hold (inverse: :meth:`_init_from_json`).
+
+        SB3's ``train_freq`` (a ``TrainFreq`` once set up) is stored as ``[frequency, unit]``.
+        """
+        train_freq = init.get("train_freq")
+        if isinstance(train_freq, TrainFreq):
+            return {**init, "train_freq": [int(train_freq.frequency), train_freq.unit.value]}
         return init
 
     @classmethod
     def _init_from_json(cls, init: dict[str, Any]) -> dict[str, Any]:
-        """Hook: decode what :meth:`_init_to_json` encoded."""
+        """Hook: decode what :meth:`_init_to_json` encoded (``train_freq`` back to a tuple)."""
+        if isinstance(init.get("train_freq"), list):
+            return {**init, "train_freq": tuple(init["train_freq"])}
         return init
 
     def save(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:  # type: ignore[override]

@@ -1,96 +1,76 @@
-"""DelayedEZ: EfficientZero under stochastic execution delay, with the Stable-Baselines3 API.
+"""DelayedEZ: EfficientZero under stochastic execution delay, on Stable-Baselines3's ``OffPolicyAlgorithm``.
 
-One training iteration, top to bottom (:meth:`DelayedEZ.learn`):
+One training iteration, top to bottom (SB3's ``learn`` loop calls these):
 
-1. one batched search for all envs (from the forecast roots under delay) picks the actions;
-2. the envs step; each env's :class:`~delayzoo.agents.delayed_ez.replay.GameWriter` stores the
-   *executed* action and pairs the search policy with the observation it was rooted at;
-3. every ``train_freq`` steps, ``gradient_steps`` updates (:meth:`DelayedEZ.train`): sample with
-   priorities, bootstrap the n-step values with the target network, reanalyse a fraction of the
-   policy targets by searching with the target network, unroll the model ``num_unroll_steps``
-   steps, and minimise EfficientZero's weighted losses.
-
-Optimiser: SGD with momentum 0.9, weight decay 1e-4, learning rate 0.2 with a linear warm-up over
-the first ``lr_warmup_steps`` updates (EfficientZero's Atari choice). Adam can be chosen with
-``policy_kwargs=dict(optimizer_class=torch.optim.Adam)`` (our CartPole settings do).
+1. :meth:`DelayedEZ._sample_action`: one batched search for all envs (from the forecast roots under
+   delay) picks the actions, and each env's :class:`~delayzoo.agents.delayed_ez.replay.GameWriter`
+   pairs the search policy with the observation it was rooted at;
+2. :meth:`DelayedEZ._store_transition`: the writers store the executed (or decided) action, the
+   learning reward (clipped if asked) and the newest frame;
+3. every ``train_freq`` steps, :meth:`DelayedEZ.train`: sample ``gradient_steps`` batches with
+   priorities, bootstrap their n-step values with the target network and reanalyse a fraction of
+   their policy targets in one batched search, then run the ``gradient_steps`` updates of
+   EfficientZero's unrolled loss (:mod:`~delayzoo.agents.delayed_ez.losses`).
 """
 
 from __future__ import annotations
 
 import io
+import numbers
 import pathlib
-import sys
-import time
+import threading
+from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.noise import ActionNoise
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
-from stable_baselines3.common.utils import FloatSchedule, obs_as_tensor, safe_mean
+from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
-from torch.nn import functional as F
 
 from delayzoo.agents.common.checks import (
     check_finite_step,
     check_gradient_steps,
     check_learning_rate,
     check_number,
+    check_train_freq,
     warn_if_no_update,
 )
 from delayzoo.agents.common.plain_save import PlainSaveMixin
-from delayzoo.agents.common.transforms import h_transform, two_hot
-from delayzoo.agents.delayed_ez.policies import ActOutput, CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
-from delayzoo.agents.delayed_ez.replay import GameWriter, PrioritizedGameBuffer, ReplayBatch
+from delayzoo.agents.delayed_ez.config import SearchConfig, TargetConfig
+from delayzoo.agents.delayed_ez.losses import LossCoefficients, random_intensity, random_shift, unroll_losses
+from delayzoo.agents.delayed_ez.policies import CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
+from delayzoo.agents.delayed_ez.replay import GameWriter, PrioritizedGameBuffer, ReplayBatch, stack_frames
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation
+from delayzoo.wrappers.atari import FrameStack
 
 __all__ = ["DelayedEZ"]
 
 SelfDelayedEZ = TypeVar("SelfDelayedEZ", bound="DelayedEZ")
 
-REANALYSIS_CHUNK = 512
-"""Roots per reanalysis search (bounds the memory of the stored latents: chunk x simulations)."""
-
-
-def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Shift each image (``(N, C, H, W)``) by up to ``pad`` pixels, with replicated borders (DrQ / EfficientZero)."""
-    n, _, height, width = images.shape
-    padded = F.pad(images.float(), (pad, pad, pad, pad), mode="replicate")
-    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator, device="cpu").to(images.device)
-    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator, device="cpu").to(images.device)
-    rows = torch.arange(height, device=images.device).view(1, height, 1) + dy.view(n, 1, 1)
-    cols = torch.arange(width, device=images.device).view(1, 1, width) + dx.view(n, 1, 1)
-    batch = torch.arange(n, device=images.device).view(n, 1, 1)
-    return padded.permute(0, 2, 3, 1)[batch, rows, cols].permute(0, 3, 1, 2)
-
-
-def random_intensity(
-    images: torch.Tensor, scale: float = 0.05, generator: torch.Generator | None = None
-) -> torch.Tensor:
-    """Multiply each image by ``1 + scale * clip(N(0, 1), -2, 2)`` (EfficientZero's intensity augmentation)."""
-    noise = torch.randn(images.shape[0], generator=generator, device="cpu").clamp(-2.0, 2.0).to(images.device)
-    return images * (1.0 + scale * noise).view(-1, *([1] * (images.dim() - 1)))
-
-
-def _categorical_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of ``logits`` against target probabilities (last dimension)."""
-    return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
+REPLAY_ACTIONS = ("executed", "decided")
+CPU_REANALYSIS_CHUNK = 1024
+"""Roots per reanalysis search on CPU (the per-root cost stops falling above about 1000 roots)."""
 
 
 def _check_hyperparameters(values: dict[str, Any]) -> None:
-    """Range checks of the constructor's numeric arguments (``values``: its ``locals()``)."""
+    """Range checks of the constructor's numeric arguments (``values``: its ``locals()``), before anything is built."""
     check_learning_rate(values["learning_rate"])
     for name, low in (
         ("buffer_size", 1), ("learning_starts", 0), ("batch_size", 1), ("num_simulations", 1),
-        ("num_unroll_steps", 1), ("td_steps", 1), ("train_freq", 1), ("target_update_interval", 1),
-        ("lstm_horizon", 1), ("segment_length", 1), ("lr_warmup_steps", 0), ("stats_window_size", 1),
+        ("num_unroll_steps", 1), ("td_steps", 1), ("target_update_interval", 1), ("lstm_horizon", 1),
+        ("segment_length", 1), ("lr_warmup_steps", 0), ("final_updates", 0), ("stats_window_size", 1),
     ):
         check_number(name, values[name], low, integer=True)
+    check_train_freq(values["train_freq"])
     check_gradient_steps(values["gradient_steps"])
-    check_number("auto_td_period", values["auto_td_period"], 1, integer=True, optional=True)
-    for name in ("reanalyze_ratio", "gamma", "exploration_fraction", "priority_beta"):
+    for name in ("auto_td_period", "lr_decay_steps", "reanalysis_chunk"):
+        check_number(name, values[name], 1, integer=True, optional=True)
+    for name in ("reanalyze_ratio", "gamma", "exploration_fraction", "priority_beta", "lr_decay_rate"):
         check_number(name, values[name], 0, 1)
     for name in ("pb_c_base", "dirichlet_alpha", "max_grad_norm"):
         check_number(name, values[name], 0, low_open=True)
@@ -100,53 +80,46 @@ def _check_hyperparameters(values: dict[str, Any]) -> None:
         check_number(name, values[name], 0)
 
 
-def _check_replay_arrays(arrays: Any, observation_space: spaces.Space, action_space: spaces.Discrete) -> None:
-    """Refuse a saved replay buffer whose counters or game shapes do not fit this model's spaces."""
-    space = observation_space["observation"] if isinstance(observation_space, spaces.Dict) else observation_space
-
-    def scalar(name: str, low: float) -> float:
-        if name not in arrays or arrays[name].shape != () or arrays[name].dtype.kind not in "iuf":
-            raise ValueError(f"replay buffer file does not fit this model: no number {name!r}")
-        value = arrays[name].item()
-        if not (np.isfinite(value) and value >= low):
-            raise ValueError(f"replay buffer file does not fit this model: {name}={value!r} is not >= {low}")
-        return value
-
-    scalar("capacity", 1)
-    stored = 0
-    num_games = int(scalar("num_games", 0))
-    for index in range(num_games):
-        prefix = f"game{index}/"
-        missing = [key for key in ("observations", "actions", "rewards", "policies", "has_policy", "terminated",
-                                   "priorities", "start_id") if prefix + key not in arrays]
-        if missing:
-            raise ValueError(f"replay buffer file does not fit this model: game {index} has no {missing}")
-        observations, actions = arrays[prefix + "observations"], arrays[prefix + "actions"]
-        length = len(actions)
-        expected = {
-            "observations": (length + 1, *space.shape), "actions": (length,), "rewards": (length,),
-            "policies": (length, int(action_space.n)), "has_policy": (length,), "priorities": (length,),
-        }
-        for key, shape in expected.items():
-            if arrays[prefix + key].shape != shape:
-                raise ValueError(
-                    f"replay buffer file does not fit this model: game {index} {key} has shape "
-                    f"{arrays[prefix + key].shape}, expected {shape} (observation space {space}, "
-                    f"{int(action_space.n)} actions)"
-                )
-        if observations.dtype.kind not in "iuf" or actions.dtype.kind not in "iu":
-            raise ValueError(f"replay buffer file does not fit this model: game {index} holds non-numeric arrays")
-        if length and not (0 <= actions.min() and actions.max() < action_space.n):
-            raise ValueError(f"replay buffer file does not fit this model: game {index} has actions outside {action_space}")
-        stored += length
-    if scalar("total_added", 0) < stored:
-        raise ValueError(
-            f"replay buffer file does not fit this model: total_added={arrays['total_added']} is below the "
-            f"{stored} transitions it holds"
-        )
+def _check_clip_reward(value: Any) -> bool | float:
+    if isinstance(value, (bool, np.bool_)) or value is None:
+        return bool(value)
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"clip_reward must be a bool or a non-negative number, got {value!r}")
+    if not value >= 0:
+        raise ValueError(f"clip_reward must be a bool or a non-negative number, got {value!r}")
+    return float(value)
 
 
-class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
+class _Prefetch:
+    """The next round's batches and a thread computing their targets (:meth:`DelayedEZ._targets`)."""
+
+    def __init__(self, batches: list[ReplayBatch], compute) -> None:
+        self.batches = batches
+        self.targets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(compute,), daemon=True)
+        self._thread.start()
+
+    def _run(self, compute) -> None:
+        try:
+            self.targets = compute(self.batches)
+        except BaseException as error:  # re-raised in the training thread by result()
+            self.error = error
+
+    def wait(self) -> None:
+        """Block until the targets are computed."""
+        self._thread.join()
+
+    def result(self) -> tuple[list[ReplayBatch], list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
+        """The batches and their targets (re-raises an error of the thread)."""
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.targets is not None
+        return self.batches, self.targets
+
+
+class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     """EfficientZero with a forward model over the pending actions (Delayed-EZ, ICLR 2024).
 
     >>> import gymnasium as gym
@@ -154,10 +127,45 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     >>> env = PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(5)))
     >>> model = DelayedEZ("MultiInputPolicy", env).learn(30_000)  # doctest: +SKIP
 
+    Optimiser: SGD with momentum 0.9 and weight decay 1e-4 at 0.2, linear warm-up over
+    ``lr_warmup_steps`` updates, then x``lr_decay_rate`` every ``lr_decay_steps`` updates
+    (EfficientZero's Atari schedule); Adam can be chosen with
+    ``policy_kwargs=dict(optimizer_class=torch.optim.Adam)`` (our CartPole settings do).
+
+    Differences from EfficientZero and the Delayed-EZ reference code, and why:
+
+    - the two bugs that stop the reference from running a delay experiment (an attribute that does not
+      exist and a queue that is popped but never filled) are fixed; delays come from the env's
+      ``ExecutionDelay`` and reach the agent through ``PendingActionsObservation``;
+    - acting, storing and updating alternate in one process (SB3's loop, ``train_freq`` /
+      ``gradient_steps``) instead of EZ's asynchronous Ray workers; ``final_updates`` adds EZ's updates
+      after the last env step;
+    - the ``gradient_steps`` batches of a round are sampled together and reanalysed in one batched search
+      with the target network of the start of the round (EZ reanalyses each batch in its own worker
+      with a target network refreshed every 200 updates: the same staleness order);
+    - the replay stores frames once and rebuilds the stacks at sample time (EZ keeps JPEG-compressed
+      stacks per game); priorities of new data are the maximum of the current priorities, as in EZ;
+    - sampling is with replacement over transitions (EZ: without replacement within a batch);
+    - the search's tie-breaks are seeded (EZ's tree reseeds from the clock), so runs are reproducible;
+    - latent min-max normalisation is off for the conv network (as EZ's Atari model) and on for the
+      vector network we add for non-image observations (it keeps the small residual MLP bounded);
+    - policy targets are paired with the observation the search was rooted at (the forecast step under
+      delay); the reference pairs them with the decision step;
+    - the Oblivious-EZ baseline (``forward_model=False``) stores the agent's decided actions, as the
+      paper's; ``replay_actions="executed"`` gives it the executed ones (a stronger baseline);
+    - rewards are clipped for learning only when ``clip_reward`` is set (the Atari entry of the zoo sets
+      it, as EZ does); scores in the logs are always the env's;
+    - the search from the forecast root starts with a fresh value-prefix LSTM state (the reference
+      carries over the state of the forecast roll, which was never trained to start mid-sequence);
+    - under delay, each env draws its own delay path and its initial queue holds ``init_action``
+      fillers (the reference shares one walk across envs and plans its initial queue with M searches),
+      and a lost life keeps the actions in flight (the reference clears and refills the queue at every
+      life loss, although the game goes on).
+
     :param policy: "CnnPolicy", "MlpPolicy", "MultiInputPolicy" or a :class:`DelayedEZPolicy` subclass
     :param env: env or VecEnv (all envs act through one batched search); under delay it must
         expose the queue through ``PendingActionsObservation``
-    :param learning_rate: learning rate (constant or schedule of the remaining progress)
+    :param learning_rate: peak learning rate (constant or schedule of the remaining progress)
     :param buffer_size: transitions kept in the replay
     :param learning_starts: env steps before the first update
     :param batch_size: samples per update
@@ -167,11 +175,16 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     :param reanalyze_ratio: fraction of each batch whose policy targets are recomputed by a search with
         the target network
     :param forward_model: roll the dynamics through the pending actions before searching (False: the
-        delay-oblivious baseline)
+        paper's delay-oblivious baseline, Oblivious-EZ)
+    :param replay_actions: the action stored for the model: ``"executed"`` (by the env, the undelayed
+        MDP) or ``"decided"`` (by the agent); ``None``: executed with the forward model, decided without
+    :param clip_reward: rewards used for learning: ``True`` their sign (EfficientZero on Atari), a number
+        ``c > 0`` clips them to ``[-c, c]``, ``False`` or 0 keeps them
+    :param frame_stack: frames stacked channels-first in each observation, stored once each by the
+        replay; ``None`` reads it from the env's :class:`~delayzoo.wrappers.atari.FrameStack` (1 without)
     :param gamma: discount
-    :param train_freq: env steps (per env) between rounds of updates
-    :param gradient_steps: updates per round; -1: as many as env steps collected in the round
-        (``train_freq * n_envs``, SB3's meaning)
+    :param train_freq: update every ``train_freq`` env steps (per env), or ``(n, "episode")``
+    :param gradient_steps: updates per round; -1: as many as env steps collected in the round (SB3's meaning)
     :param target_update_interval: updates between target-network refreshes
     :param lstm_horizon: value-prefix LSTM reset period (in model steps)
     :param pb_c_base: pUCT c2
@@ -184,6 +197,11 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         age (None: fixed horizon)
     :param segment_length: episodes are stored as segments of at most this many transitions
     :param lr_warmup_steps: updates of linear learning-rate warm-up
+    :param lr_decay_steps: after the warm-up, the learning rate is multiplied by ``lr_decay_rate`` every
+        this many updates (None: no decay)
+    :param lr_decay_rate: the decay factor (EfficientZero: 0.1)
+    :param final_updates: updates run after the last env step of ``learn`` (EfficientZero trains 20k
+        more updates after collecting its 100k steps)
     :param max_grad_norm: gradient clipping
     :param value_loss_coef: value loss weight (EfficientZero: 0.25)
     :param reward_loss_coef: value-prefix loss weight (1)
@@ -192,15 +210,18 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
     :param augment: random shifts (4 pixels) and intensity changes of image observations during training
     :param visit_temperature: actions are sampled from ``visits^(1/T)`` while training; ``None`` follows
         EfficientZero (T = 1, then 0.5 after half of training, 0.25 after three quarters)
+    :param reanalysis_chunk: roots per reanalysis search; ``None``: all roots of a round in one search on
+        a GPU, 1024 per search on a CPU
+    :param prefetch: sample the next round's batches at the end of each round and compute their value and
+        policy targets in a background thread while this round's updates run (the tree and torch release
+        the GIL); those batches then miss this round's priority updates and the env steps in between
     :param policy_kwargs: keywords of the policy (``net_kwargs`` for the network sizes, the optimizer)
     :param stats_window_size: episodes averaged in the logs
     :param tensorboard_log: tensorboard log folder
     :param verbose: 0 silent, 1 info, 2 debug
     :param seed: seed of everything (envs, torch, replay sampling, search)
     :param device: "auto", "cpu" or "cuda"
-
-    Every numeric hyperparameter is range-checked here (``ValueError`` naming the value and the range);
-    a non-finite reward or observation stops learning with a ``ValueError`` naming the step and env.
+    :param _init_setup_model: build the networks now (``load`` builds them later)
     """
 
     policy_aliases: ClassVar[dict[str, type[BasePolicy]]] = {
@@ -209,6 +230,7 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         "MultiInputPolicy": MultiInputPolicy,
     }
     policy: DelayedEZPolicy
+    replay_buffer: PrioritizedGameBuffer  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -223,8 +245,11 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         td_steps: int = 5,
         reanalyze_ratio: float = 0.99,
         forward_model: bool = True,
+        replay_actions: str | None = None,
+        clip_reward: bool | float = False,
+        frame_stack: int | None = None,
         gamma: float = 0.997**4,
-        train_freq: int = 1,
+        train_freq: int | tuple[int, str] = 1,
         gradient_steps: int = 1,
         target_update_interval: int = 200,
         lstm_horizon: int = 5,
@@ -237,6 +262,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         auto_td_period: int | None = 30_000,
         segment_length: int = 200,
         lr_warmup_steps: int = 1000,
+        lr_decay_steps: int | None = None,
+        lr_decay_rate: float = 0.1,
+        final_updates: int = 0,
         max_grad_norm: float = 5.0,
         value_loss_coef: float = 0.25,
         reward_loss_coef: float = 1.0,
@@ -244,6 +272,8 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         consistency_loss_coef: float = 2.0,
         augment: bool = True,
         visit_temperature: float | None = None,
+        reanalysis_chunk: int | None = None,
+        prefetch: bool = True,
         policy_kwargs: dict[str, Any] | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -253,10 +283,18 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         _init_setup_model: bool = True,
     ) -> None:
         _check_hyperparameters(locals())
+        if env is not None and not isinstance(env, str):
+            self._check_action_space(env.action_space)
         super().__init__(
             policy,
             env,
             learning_rate,
+            buffer_size=buffer_size,
+            learning_starts=learning_starts,
+            batch_size=batch_size,
+            gamma=gamma,
+            train_freq=train_freq,
+            gradient_steps=gradient_steps,
             policy_kwargs=policy_kwargs,
             stats_window_size=stats_window_size,
             tensorboard_log=tensorboard_log,
@@ -264,18 +302,24 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
             device=device,
             support_multi_env=True,
             seed=seed,
+            sde_support=False,
         )
-        self.buffer_size = buffer_size
-        self.learning_starts = learning_starts
-        self.batch_size = batch_size
         self.num_simulations = num_simulations
         self.num_unroll_steps = num_unroll_steps
         self.td_steps = td_steps
         self.reanalyze_ratio = reanalyze_ratio
         self.forward_model = forward_model
-        self.gamma = gamma
-        self.train_freq = train_freq
-        self.gradient_steps = gradient_steps
+        if replay_actions is None:
+            replay_actions = "executed" if forward_model else "decided"
+        if replay_actions not in REPLAY_ACTIONS:
+            raise ValueError(f"replay_actions must be one of {REPLAY_ACTIONS} or None, got {replay_actions!r}")
+        self.replay_actions = replay_actions
+        self.clip_reward = _check_clip_reward(clip_reward)
+        if frame_stack is not None and (isinstance(frame_stack, bool) or not isinstance(frame_stack, numbers.Integral)):
+            raise TypeError(f"frame_stack must be an integer >= 1 or None, got {frame_stack!r}")
+        if frame_stack is not None and frame_stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
+        self.frame_stack = frame_stack
         self.target_update_interval = target_update_interval
         self.lstm_horizon = lstm_horizon
         self.pb_c_base = pb_c_base
@@ -287,6 +331,9 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         self.auto_td_period = auto_td_period
         self.segment_length = segment_length
         self.lr_warmup_steps = lr_warmup_steps
+        self.lr_decay_steps = lr_decay_steps
+        self.lr_decay_rate = lr_decay_rate
+        self.final_updates = final_updates
         self.max_grad_norm = max_grad_norm
         self.value_loss_coef = value_loss_coef
         self.reward_loss_coef = reward_loss_coef
@@ -294,24 +341,49 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         self.consistency_loss_coef = consistency_loss_coef
         self.augment = augment
         self.visit_temperature = visit_temperature
-        self.replay_buffer: PrioritizedGameBuffer | None = None
+        self.reanalysis_chunk = reanalysis_chunk
+        self.prefetch = prefetch
+        self._prefetched: _Prefetch | None = None
         self._writers: list[GameWriter] | None = None
+        self._build_configs()
         if self.env is not None:
             self._check_env(self.env)
         if _init_setup_model:
             self._setup_model()
 
     # ----------------------------------------------------------------- setup
-    def _check_env(self, env: VecEnv) -> None:
-        if not isinstance(self.action_space, spaces.Discrete):
+    @staticmethod
+    def _check_action_space(action_space: spaces.Space) -> None:
+        if not isinstance(action_space, spaces.Discrete):
             raise ValueError(
-                f"DelayedEZ plans over a finite action set and needs a Discrete action space, got {self.action_space}; "
+                f"DelayedEZ plans over a finite action set and needs a Discrete action space, got {action_space}; "
                 "use PWM for continuous actions"
             )
-        if int(self.action_space.start) != 0:
-            raise ValueError(
-                f"DelayedEZ needs a Discrete action space starting at 0, got start={self.action_space.start}"
-            )
+        if int(action_space.start) != 0:
+            raise ValueError(f"DelayedEZ needs a Discrete action space starting at 0, got start={action_space.start}")
+
+    def _build_configs(self) -> None:
+        """The search and target configurations, from the attributes of the same names."""
+        self.search_config = SearchConfig(
+            num_simulations=self.num_simulations,
+            discount=self.gamma,
+            pb_c_base=self.pb_c_base,
+            pb_c_init=self.pb_c_init,
+            dirichlet_alpha=self.dirichlet_alpha,
+            exploration_fraction=self.exploration_fraction,
+            lstm_horizon=self.lstm_horizon,
+        )
+        self.target_config = TargetConfig(
+            num_unroll_steps=self.num_unroll_steps,
+            td_steps=self.td_steps,
+            discount=self.gamma,
+            lstm_horizon=self.lstm_horizon,
+            reanalyze_ratio=self.reanalyze_ratio,
+            auto_td_period=self.auto_td_period,
+        )
+
+    def _check_env(self, env: VecEnv) -> None:
+        self._check_action_space(self.action_space)
         delayed = env.env_is_wrapped(ExecutionDelay)
         with_view = env.env_is_wrapped(PendingActionsObservation)
         if any(d and not v for d, v in zip(delayed, with_view)):
@@ -319,32 +391,33 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
                 "the env has an ExecutionDelay but the agent cannot see the pending actions; wrap it as "
                 "PendingActionsObservation(ExecutionDelay(env, delay)) and use 'MultiInputPolicy'"
             )
+        stacked = env.env_is_wrapped(FrameStack)
+        found = int(env.get_attr("num_frames")[0]) if all(stacked) else 1
+        if self.frame_stack is None:
+            self.frame_stack = found
+        elif any(stacked) and self.frame_stack != found:
+            raise ValueError(f"frame_stack={self.frame_stack} but the env stacks {found} frames (FrameStack)")
 
     def _setup_model(self) -> None:
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
+        self._convert_train_freq()
+        self._build_configs()
+        if self.frame_stack is None:
+            self.frame_stack = 1
         self.policy = self.policy_class(
             self.observation_space,
             self.action_space,
             self.lr_schedule,
-            num_simulations=self.num_simulations,
-            discount=self.gamma,
-            lstm_horizon=self.lstm_horizon,
-            pb_c_base=self.pb_c_base,
-            pb_c_init=self.pb_c_init,
-            dirichlet_alpha=self.dirichlet_alpha,
-            exploration_fraction=self.exploration_fraction,
+            search_config=self.search_config,
             forward_model=self.forward_model,
             seed=self.seed,
             **self.policy_kwargs,
         )
         self.policy = self.policy.to(self.device)
-        self.replay_buffer = PrioritizedGameBuffer(self.buffer_size, self.priority_alpha)
+        self.replay_buffer = PrioritizedGameBuffer(self.buffer_size, self.priority_alpha, frame_stack=self.frame_stack)
         self._rng = np.random.default_rng(self.seed)
         self._writers = None
-
-    def _setup_lr_schedule(self) -> None:
-        self.lr_schedule = FloatSchedule(self.learning_rate)
 
     def set_random_seed(self, seed: int | None = None) -> None:
         """Seed python, numpy, torch, the envs, the replay sampling and the search (noise and tie-breaks)."""
@@ -360,31 +433,58 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
 
     # ----------------------------------------------------------------- replay buffer I/O
     def save_replay_buffer(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:
-        """Save the replay buffer as plain arrays (``.npz``, no pickle).
+        """Save the replay buffer, with the running episodes' transitions, as plain arrays (``.npz``, no pickle).
 
         :param path: file path or writable binary file
         """
         if self.replay_buffer is None:
             raise ValueError("the replay buffer is not defined")
+        running = [segment for writer in self._writers or [] if (segment := writer.unfinished()) is not None]
+        arrays = self.replay_buffer.state_arrays(running)
         if isinstance(path, (str, pathlib.Path)):
             path = pathlib.Path(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "wb") as handle:
-                np.savez(handle, **self.replay_buffer.state_arrays())
+                np.savez(handle, **arrays)
         else:
-            np.savez(path, **self.replay_buffer.state_arrays())
+            np.savez(path, **arrays)
 
-    def load_replay_buffer(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:
-        """Load a replay buffer saved by :meth:`save_replay_buffer` (never unpickles).
+    def load_replay_buffer(self, path: str | pathlib.Path | io.BufferedIOBase, truncate_last_traj: bool = True) -> None:
+        """Load a replay buffer saved by :meth:`save_replay_buffer` for this model's spaces (never unpickles).
+
+        Episodes that were running when it was saved come back as cut segments (bootstrapped at their
+        last observation); the live env does not continue them, so ``truncate_last_traj`` has nothing
+        more to do (it is accepted for SB3's signature).
 
         :param path: file path or readable binary file
+        :param truncate_last_traj: accepted for compatibility with SB3's ``load_replay_buffer``
+        :raises ValueError: when the saved frames or actions do not fit the model's spaces
         """
         with np.load(path, allow_pickle=False) as arrays:
-            _check_replay_arrays(arrays, self.observation_space, self.action_space)
-            self.replay_buffer = PrioritizedGameBuffer.from_arrays(arrays)
+            buffer = PrioritizedGameBuffer.from_arrays(arrays)
+        self._check_buffer(buffer)
+        self._drop_prefetched()
+        self.replay_buffer = buffer
 
-    # ----------------------------------------------------------------- acting
-    def _observation_part(self, obs: Any) -> np.ndarray:
+    def _check_buffer(self, buffer: PrioritizedGameBuffer) -> None:
+        observation = self.observation_space
+        if isinstance(observation, spaces.Dict):
+            observation = observation["observation"]
+        expected = tuple(observation.shape)
+        if buffer.frame_stack != self.frame_stack:
+            raise ValueError(f"the replay buffer stacks {buffer.frame_stack} frames, the model {self.frame_stack}")
+        if buffer.frame_shape is not None:
+            stacked = (buffer.frame_stack * buffer.frame_shape[0], *buffer.frame_shape[1:])
+            if stacked != expected:
+                raise ValueError(f"the replay buffer holds observations of shape {stacked}, the model takes {expected}")
+            if buffer.num_actions != self.action_space.n:
+                raise ValueError(
+                    f"the replay buffer holds policies over {buffer.num_actions} actions, the model has {self.action_space.n}"
+                )
+
+    # ----------------------------------------------------------------- acting and storing
+    @staticmethod
+    def _observation_part(obs: Any) -> np.ndarray:
         return obs["observation"] if isinstance(obs, dict) else obs
 
     def _temperature(self) -> float:
@@ -408,6 +508,77 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         """
         return self.policy.predict(observation, state, episode_start, deterministic)
 
+    def _setup_learn(
+        self,
+        total_timesteps: int,
+        callback: MaybeCallback = None,
+        reset_num_timesteps: bool = True,
+        tb_log_name: str = "run",
+        progress_bar: bool = False,
+    ):
+        result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
+        warn_if_no_update(self.learning_starts, result[0])
+        if self._writers is None or reset_num_timesteps or len(self._writers) != self.n_envs:
+            check_finite_step(self.num_timesteps, self._last_obs)
+            num_actions = int(self.action_space.n)
+            self._writers = [GameWriter(num_actions, self.segment_length, self.frame_stack) for _ in range(self.n_envs)]
+            first = self._observation_part(self._last_obs)
+            for env_index, writer in enumerate(self._writers):
+                writer.start(first[env_index])
+        return result
+
+    def _sample_action(
+        self, learning_starts: int, action_noise: ActionNoise | None = None, n_envs: int = 1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One batched search for all envs (with root noise, from the start: its visits are policy targets)."""
+        assert self._writers is not None
+        decision = self.policy.act(
+            obs_as_tensor(self._last_obs, self.device), deterministic=False, add_noise=True,
+            temperature=self._temperature(),
+        )
+        for env_index, writer in enumerate(self._writers):
+            writer.record_search(decision.visits[env_index], int(decision.root_offsets[env_index]))
+        return decision.actions, decision.actions
+
+    def _learning_rewards(self, rewards: np.ndarray) -> np.ndarray:
+        rewards = np.asarray(rewards, dtype=np.float64)
+        if self.clip_reward is True:
+            return np.sign(rewards)
+        if self.clip_reward:
+            return np.clip(rewards, -self.clip_reward, self.clip_reward)
+        return rewards
+
+    def _store_transition(
+        self,
+        replay_buffer: PrioritizedGameBuffer,  # type: ignore[override]
+        buffer_action: np.ndarray,
+        new_obs: Any,
+        reward: np.ndarray,
+        dones: np.ndarray,
+        infos: list[dict[str, Any]],
+    ) -> None:
+        """Each env's writer takes the stored action (executed or decided), the learning reward and the newest frame."""
+        assert self._writers is not None
+        check_finite_step(self.num_timesteps, new_obs, reward, infos)
+        rewards = self._learning_rewards(reward)
+        next_part = self._observation_part(new_obs)
+        for env_index, writer in enumerate(self._writers):
+            info = infos[env_index]
+            action = buffer_action[env_index]
+            if self.replay_actions == "executed":
+                action = info.get("executed_action", action)
+            if dones[env_index]:
+                final = self._observation_part(info["terminal_observation"])
+                truncated = bool(info.get("TimeLimit.truncated", False))
+                segment = writer.step(int(action), float(rewards[env_index]), final, not truncated, truncated)
+            else:
+                segment = writer.step(int(action), float(rewards[env_index]), next_part[env_index], False, False)
+            if segment is not None:
+                replay_buffer.add(segment)
+            if dones[env_index]:
+                writer.start(next_part[env_index])
+        self._last_obs = new_obs
+
     # ----------------------------------------------------------------- learning
     def learn(
         self: SelfDelayedEZ,
@@ -418,218 +589,160 @@ class DelayedEZ(PlainSaveMixin, BaseAlgorithm):
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
     ) -> SelfDelayedEZ:
-        """Act with batched searches, store game segments, and train (see the module docstring).
-
-        :param total_timesteps: env steps (summed over envs)
-        :param callback: SB3 callback(s), called after every vectorised step
-        :param log_interval: dump the logs every this many finished episodes
-        :param tb_log_name: tensorboard run name
-        :param reset_num_timesteps: restart the step counter (and the envs)
-        :param progress_bar: show a progress bar (tqdm, rich)
-        """
-        total_timesteps, callback = self._setup_learn(
-            total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar
-        )
-        assert self.env is not None and self.replay_buffer is not None
-        check_finite_step(self.num_timesteps, self._last_obs)
-        warn_if_no_update(self.learning_starts, total_timesteps)
-        gradient_steps = self.gradient_steps if self.gradient_steps >= 0 else self.train_freq * self.n_envs
-        if self._writers is None or reset_num_timesteps or len(self._writers) != self.n_envs:
-            self._writers = [GameWriter(self.action_space.n, self.segment_length) for _ in range(self.n_envs)]
-            first = self._observation_part(self._last_obs)
-            for env_index, writer in enumerate(self._writers):
-                writer.start(first[env_index])
-        callback.on_training_start(locals(), globals())
-        episodes_logged = self._episode_num
-        steps = 0
-        while self.num_timesteps < total_timesteps:
-            decision = self._act(self._last_obs)
-            for env_index, writer in enumerate(self._writers):
-                writer.record_search(decision.visits[env_index], int(decision.root_offsets[env_index]))
-            new_obs, rewards, dones, infos = self.env.step(decision.actions)
-            self.num_timesteps += self.n_envs
-            steps += 1
-            self._update_info_buffer(infos, dones)
-            self._store(decision.actions, new_obs, rewards, dones, infos)
-            self._last_obs = new_obs
-            self._last_episode_starts = dones
-            callback.update_locals(locals())
-            if not callback.on_step():
-                break
-            self._update_current_progress_remaining(self.num_timesteps, total_timesteps)
-            if (
-                self.num_timesteps >= self.learning_starts
-                and len(self.replay_buffer) > 0
-                and steps % self.train_freq == 0
-                and gradient_steps > 0
-            ):
-                self.train(gradient_steps, self.batch_size)
-            if log_interval and self._episode_num - episodes_logged >= log_interval:
-                episodes_logged = self._episode_num
-                self.dump_logs()
-        callback.on_training_end()
+        """Train for ``total_timesteps`` env steps (SB3's ``learn``), then run ``final_updates`` more updates."""
+        try:
+            super().learn(
+                total_timesteps=total_timesteps,
+                callback=callback,
+                log_interval=log_interval,
+                tb_log_name=tb_log_name,
+                reset_num_timesteps=reset_num_timesteps,
+                progress_bar=progress_bar,
+            )
+            if self.final_updates and self.num_timesteps >= self._total_timesteps and len(self.replay_buffer) > 0:
+                per_round = max(int(self.gradient_steps), 1)
+                for start in range(0, self.final_updates, per_round):
+                    self.train(min(per_round, self.final_updates - start), self.batch_size)
+                self.logger.dump(step=self.num_timesteps)
+        finally:
+            self._drop_prefetched()
         return self
 
-    def _act(self, obs: Any) -> ActOutput:
-        obs_tensor = obs_as_tensor(obs, self.device)
-        return self.policy.act(obs_tensor, deterministic=False, add_noise=True, temperature=self._temperature())
+    def _drop_prefetched(self) -> None:
+        if self._prefetched is not None:
+            self._prefetched.wait()
+            self._prefetched = None
 
-    def _store(
-        self, actions: np.ndarray, new_obs: Any, rewards: np.ndarray, dones: np.ndarray, infos: list[dict]
-    ) -> None:
-        assert self._writers is not None and self.replay_buffer is not None
-        check_finite_step(self.num_timesteps, new_obs, rewards, infos)
-        next_part = self._observation_part(new_obs)
-        for env_index, writer in enumerate(self._writers):
-            info = infos[env_index]
-            executed = info.get("executed_action", actions[env_index])
-            if dones[env_index]:
-                final = self._observation_part(info["terminal_observation"])
-                truncated = bool(info.get("TimeLimit.truncated", False))
-                segment = writer.step(int(executed), float(rewards[env_index]), final, not truncated, truncated)
-            else:
-                segment = writer.step(int(executed), float(rewards[env_index]), next_part[env_index], False, False)
-            if segment is not None:
-                self.replay_buffer.add(segment)
-            if dones[env_index]:
-                self._episode_num += 1
-                writer.start(next_part[env_index])
+    def _learning_rate_now(self) -> float:
+        """EfficientZero's schedule: linear warm-up, then x``lr_decay_rate`` every ``lr_decay_steps`` updates."""
+        rate = self.lr_schedule(self._current_progress_remaining)
+        if self.lr_warmup_steps > 0 and self._n_updates < self.lr_warmup_steps:
+            return rate * (self._n_updates + 1) / self.lr_warmup_steps
+        if self.lr_decay_steps:
+            rate *= self.lr_decay_rate ** ((self._n_updates - max(self.lr_warmup_steps, 0)) // self.lr_decay_steps)
+        return rate
 
-    def _to_obs_tensor(self, array: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(array, device=self.device)
+    def _chunk(self, total: int) -> int:
+        if self.reanalysis_chunk is not None:
+            return self.reanalysis_chunk
+        return max(total, 1) if self.device.type != "cpu" else CPU_REANALYSIS_CHUNK
 
-    def _targets(self, batch: ReplayBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Value targets ``(B, K+1)``, policy targets ``(B, K+1, A)`` and the policy mask ``(B, K+1)``.
+    def _stacks(self, batch: ReplayBatch, offsets: np.ndarray) -> torch.Tensor:
+        frames = torch.as_tensor(batch.frames, device=self.device)
+        return stack_frames(frames, torch.as_tensor(offsets, device=self.device), self.frame_stack)
 
-        Values bootstrap from the target network; the first ``reanalyze_ratio`` of the batch gets its
-        policy targets from a fresh search with the target network (Dirichlet noise at the roots).
+    @torch.no_grad()
+    def _targets(self, batches: list[ReplayBatch]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """Value targets ``(B, K+1)``, policy targets ``(B, K+1, A)`` and policy masks ``(B, K+1)`` of a round.
+
+        Values bootstrap from the target network; the first ``reanalyze_ratio`` of each batch gets its
+        policy targets from a fresh search with the target network (Dirichlet noise at the roots): one
+        batched search over all the batches' roots, in chunks of :meth:`_chunk` roots.
         """
         target_net = self.policy.target_network
-        size, width = batch.returns.shape
-        with torch.no_grad():
-            flat_obs = self._to_obs_tensor(batch.bootstrap_obs.reshape(size * width, *batch.bootstrap_obs.shape[2:]))
-            bootstrap = target_net.to_scalar(target_net.initial_inference(flat_obs).value_logits).view(size, width)
+        bootstrap_obs = [self._stacks(batch, batch.bootstrap_offset).flatten(0, 1) for batch in batches]
+        flat = torch.cat(bootstrap_obs)
+        chunk = self._chunk(len(flat))
+        bootstrap = torch.cat(
+            [target_net.to_scalar(target_net.initial_inference(flat[i : i + chunk]).value_logits) for i in range(0, len(flat), chunk)]
+        )
+        out = []
+        roots, where = [], []
+        for index, batch in enumerate(batches):
+            size, width = batch.returns.shape
             values = torch.as_tensor(batch.returns, device=self.device) + torch.as_tensor(
                 batch.bootstrap_discount, device=self.device
-            ) * bootstrap
+            ) * bootstrap[index * size * width : (index + 1) * size * width].view(size, width)
             policies = torch.as_tensor(batch.stored_policy, device=self.device)
             mask = torch.as_tensor(batch.stored_policy_mask, device=self.device)
+            out.append((values, policies, mask))
             num_reanalyzed = int(round(self.reanalyze_ratio * size))
-            if num_reanalyzed > 0:
-                valid = batch.policy_valid[:num_reanalyzed]
-                rows, cols = np.nonzero(valid)
-                for start in range(0, len(rows), REANALYSIS_CHUNK):
-                    r, c = rows[start : start + REANALYSIS_CHUNK], cols[start : start + REANALYSIS_CHUNK]
-                    root = target_net.initial_inference(self._to_obs_tensor(batch.policy_obs[r, c]))
-                    search = self.policy.mcts.search(target_net, root.latent, root.policy_logits, self._rng, True)
-                    visits = torch.as_tensor(search.visits, dtype=torch.float32, device=self.device)
-                    policies[r, c] = visits / visits.sum(dim=1, keepdim=True)
-                    mask[r, c] = 1.0
-        return values, policies, mask
+            rows, cols = np.nonzero(batch.policy_valid[:num_reanalyzed])
+            if len(rows):
+                roots.append(self._stacks(batch, batch.policy_offset)[torch.as_tensor(rows), torch.as_tensor(cols)])
+                where.append((index, rows, cols))
+        if roots:
+            root_obs = torch.cat(roots)
+            chunk = self._chunk(len(root_obs))
+            visits = []
+            for start in range(0, len(root_obs), chunk):
+                root = target_net.initial_inference(root_obs[start : start + chunk])
+                search = self.policy.mcts.search(target_net, root.latent, root.policy_logits, self._rng, True)
+                visits.append(torch.as_tensor(search.visits, dtype=torch.float32, device=self.device))
+            targets = torch.cat(visits)
+            targets = targets / targets.sum(dim=1, keepdim=True)
+            start = 0
+            for index, rows, cols in where:
+                _, policies, mask = out[index]
+                policies[rows, cols] = targets[start : start + len(rows)]
+                mask[rows, cols] = 1.0
+                start += len(rows)
+        return out
 
     def train(self, gradient_steps: int, batch_size: int) -> None:
-        """Run ``gradient_steps`` updates of the model (see the module docstring)."""
-        assert self.replay_buffer is not None
+        """Run ``gradient_steps`` updates on batches sampled and reanalysed together (see the module docstring)."""
+        if len(self.replay_buffer) == 0:
+            return
         self.policy.set_training_mode(True)
         network = self.policy.network
-        support = network.support
         optimizer = self.policy.optimizer
-        names = ("loss", "value_loss", "value_prefix_loss", "policy_loss", "consistency_loss")
-        logs: dict[str, list[float]] = {name: [] for name in names}
-        for _ in range(gradient_steps):
-            warmup = min(1.0, (self._n_updates + 1) / self.lr_warmup_steps) if self.lr_warmup_steps > 0 else 1.0
-            lr = self.lr_schedule(self._current_progress_remaining) * warmup
+        coefficients = LossCoefficients(
+            self.value_loss_coef, self.reward_loss_coef, self.policy_loss_coef, self.consistency_loss_coef
+        )
+        beta = self.priority_beta + (1.0 - self.priority_beta) * (1.0 - self._current_progress_remaining)
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and len(prefetched.batches) == gradient_steps and len(prefetched.batches[0].slots) == batch_size:
+            batches, targets = prefetched.result()
+        else:
+            if prefetched is not None:
+                prefetched.wait()
+            batches = [self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta) for _ in range(gradient_steps)]
+            targets = self._targets(batches)
+        if self.prefetch:
+            upcoming = [self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta) for _ in range(gradient_steps)]
+            self._prefetched = _Prefetch(upcoming, self._targets)
+        logs: dict[str, list[float]] = defaultdict(list)
+        unroll = self.num_unroll_steps
+        for batch, (target_values, target_policies, policy_mask) in zip(batches, targets):
+            lr = self._learning_rate_now()
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            beta = self.priority_beta + (1.0 - self.priority_beta) * (1.0 - self._current_progress_remaining)
-            batch = self.replay_buffer.sample(
-                batch_size, self.num_unroll_steps, self.td_steps, self.gamma, self.lstm_horizon, self._rng, beta,
-                self.auto_td_period,
-            )
-            target_values, target_policies, policy_mask = self._targets(batch)
-            obs = self._to_obs_tensor(batch.obs)
-            target_obs = self._to_obs_tensor(batch.target_obs)
+            stacks = self._stacks(batch, batch.policy_offset)
+            obs, target_obs = stacks[:, 0], stacks[:, 1:]
             if self.augment and network.image:
                 obs = random_intensity(random_shift(obs, 4))
                 target_obs = random_intensity(random_shift(target_obs.flatten(0, 1), 4)).view(target_obs.shape)
-            actions = torch.as_tensor(batch.actions, device=self.device)
-            value_prefix_targets = torch.as_tensor(batch.target_value_prefix, device=self.device)
-            value_prefix_mask = torch.as_tensor(batch.value_prefix_mask, device=self.device)
-            value_mask = torch.as_tensor(batch.value_mask, device=self.device)
-            consistency_mask = torch.as_tensor(batch.consistency_mask, device=self.device)
-            weights = torch.as_tensor(batch.weights, device=self.device)
-
-            with torch.no_grad():
-                target_latents = network.represent(target_obs.flatten(0, 1))
-                target_proj = network.project(target_latents, with_grad=False).view(*target_obs.shape[:2], -1)
-
-            root = network.initial_inference(obs)
-            latent = root.latent
-            value_loss = _categorical_loss(
-                root.value_logits, two_hot(h_transform(target_values[:, 0]), support)
-            ) * value_mask[:, 0]
-            policy_loss = _categorical_loss(root.policy_logits, target_policies[:, 0]) * policy_mask[:, 0]
-            value_prefix_loss = torch.zeros_like(value_loss)
-            consistency_loss = torch.zeros_like(value_loss)
-            lstm_state = network.initial_lstm_state(obs.shape[0])
-            for u in range(self.num_unroll_steps):
-                latent, lstm_state, value_prefix_logits = network.dynamics(latent, actions[:, u], lstm_state)
-                value_logits, policy_logits = network.prediction(latent)
-                online_proj = network.project(latent, with_grad=True)
-                consistency_loss = consistency_loss - (
-                    F.normalize(online_proj, dim=-1) * F.normalize(target_proj[:, u], dim=-1)
-                ).sum(-1) * consistency_mask[:, u]
-                value_prefix_loss = value_prefix_loss + _categorical_loss(
-                    value_prefix_logits, two_hot(h_transform(value_prefix_targets[:, u]), support)
-                ) * value_prefix_mask[:, u]
-                value_loss = value_loss + _categorical_loss(
-                    value_logits, two_hot(h_transform(target_values[:, u + 1]), support)
-                ) * value_mask[:, u + 1]
-                policy_step = _categorical_loss(policy_logits, target_policies[:, u + 1]) * policy_mask[:, u + 1]
-                policy_loss = policy_loss + policy_step
-                if latent.requires_grad:
-                    latent.register_hook(lambda grad: grad * 0.5)
-                if (u + 1) % self.lstm_horizon == 0:
-                    lstm_state = network.initial_lstm_state(obs.shape[0])
-            per_sample = (
-                self.consistency_loss_coef * consistency_loss
-                + self.value_loss_coef * value_loss
-                + self.reward_loss_coef * value_prefix_loss
-                + self.policy_loss_coef * policy_loss
+            device = self.device
+            masks = {
+                "value": torch.as_tensor(batch.value_mask, device=device),
+                "policy": policy_mask,
+                "value_prefix": torch.as_tensor(batch.value_prefix_mask, device=device),
+                "consistency": torch.as_tensor(batch.consistency_mask, device=device),
+            }
+            losses = unroll_losses(
+                network, obs, target_obs, torch.as_tensor(batch.actions, device=device), target_values,
+                target_policies, torch.as_tensor(batch.target_value_prefix, device=device), masks, self.lstm_horizon,
             )
-            loss = (weights * per_sample).mean()
+            weights = torch.as_tensor(batch.weights, device=device)
+            loss = (weights * losses.weighted(coefficients)).mean()
             optimizer.zero_grad()
-            (loss / self.num_unroll_steps).backward()
+            (loss / unroll).backward()
             torch.nn.utils.clip_grad_norm_(network.parameters(), self.max_grad_norm)
             optimizer.step()
             self._n_updates += 1
-
             with torch.no_grad():
-                predicted = network.to_scalar(root.value_logits)
+                predicted = network.to_scalar(losses.root_value_logits)
                 priorities = (predicted - target_values[:, 0]).abs().cpu().numpy()
-            self.replay_buffer.update_priorities(batch.games, batch.positions, priorities)
+            self.replay_buffer.update_priorities(batch.slots, batch.ids, priorities)
             if self._n_updates % self.target_update_interval == 0:
+                if self._prefetched is not None:
+                    self._prefetched.wait()  # its targets come from the target network before the refresh
                 self.policy.refresh_target()
             logs["loss"].append(loss.item())
-            logs["value_loss"].append(value_loss.mean().item())
-            logs["value_prefix_loss"].append(value_prefix_loss.mean().item())
-            logs["policy_loss"].append(policy_loss.mean().item())
-            logs["consistency_loss"].append(consistency_loss.mean().item())
+            for name in ("value", "value_prefix", "policy", "consistency"):
+                logs[f"{name}_loss"].append(getattr(losses, name).mean().item())
         self.policy.set_training_mode(False)
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/learning_rate", optimizer.param_groups[0]["lr"])
         for key, values in logs.items():
             self.logger.record(f"train/{key}", float(np.mean(values)))
-
-    def dump_logs(self) -> None:
-        """Write episode statistics, speed and the latest training losses to the logger."""
-        elapsed = max((time.time_ns() - self.start_time) / 1e9, sys.float_info.epsilon)
-        fps = int((self.num_timesteps - self._num_timesteps_at_start) / elapsed)
-        self.logger.record("time/episodes", self._episode_num, exclude="tensorboard")
-        if self.ep_info_buffer:
-            self.logger.record("rollout/ep_rew_mean", safe_mean([ep["r"] for ep in self.ep_info_buffer]))
-            self.logger.record("rollout/ep_len_mean", safe_mean([ep["l"] for ep in self.ep_info_buffer]))
-        self.logger.record("time/fps", fps)
-        self.logger.record("time/time_elapsed", int(elapsed), exclude="tensorboard")
-        self.logger.record("time/total_timesteps", self.num_timesteps, exclude="tensorboard")
-        self.logger.dump(step=self.num_timesteps)

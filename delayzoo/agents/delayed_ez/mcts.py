@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 import delayzoo.ctree
+from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, LSTMState
 
 __all__ = ["MCTS", "SearchOutput", "forecast_latents"]
@@ -26,15 +27,6 @@ class SearchOutput(NamedTuple):
 
     visits: np.ndarray
     root_values: np.ndarray
-
-
-def _check_finite(name: str, value: torch.Tensor, simulation: int) -> None:
-    if not torch.isfinite(value).all():
-        bad = torch.nonzero(~torch.isfinite(value.reshape(value.shape[0], -1)).all(dim=1)).flatten().tolist()
-        raise ValueError(
-            f"non-finite {name} from the model at simulation {simulation} for roots {bad}; "
-            "the network has diverged (lower the learning rate or check the rewards)"
-        )
 
 
 def forecast_latents(
@@ -72,42 +64,21 @@ def forecast_latents(
 class MCTS:
     """EfficientZero's pUCT search, batched over roots.
 
+    Per simulation the driver makes one host-to-device copy (parent slots and actions) and one
+    device-to-host copy (value prefixes, values and policy logits together); the tree checks those
+    for finiteness, and the new latents are checked once per search.
+
     :param num_actions: size of the discrete action space
-    :param num_simulations: simulations per search (each expands one node per root)
-    :param discount: discount of the backed-up values
-    :param pb_c_base: pUCT c2
-    :param pb_c_init: pUCT c1
-    :param dirichlet_alpha: root noise concentration
-    :param exploration_fraction: root noise weight
-    :param lstm_horizon: reset the value-prefix LSTM below nodes at depths that are multiples of this
+    :param config: the search hyperparameters
     :param tree: the tree implementation, :mod:`delayzoo.ctree` (compiled when built, else the Python
         twin) by default; :mod:`delayzoo.ctree.ptree` forces the Python twin
     """
 
-    def __init__(
-        self,
-        num_actions: int,
-        num_simulations: int = 50,
-        discount: float = 0.997**4,
-        pb_c_base: float = 19652.0,
-        pb_c_init: float = 1.25,
-        dirichlet_alpha: float = 0.3,
-        exploration_fraction: float = 0.25,
-        lstm_horizon: int = 5,
-        tree: ModuleType | None = None,
-    ) -> None:
-        if num_simulations < 1:
-            raise ValueError(f"num_simulations must be >= 1, got {num_simulations}")
-        if lstm_horizon < 1:
-            raise ValueError(f"lstm_horizon must be >= 1, got {lstm_horizon}")
+    def __init__(self, num_actions: int, config: SearchConfig | None = None, tree: ModuleType | None = None) -> None:
+        if isinstance(num_actions, bool) or not isinstance(num_actions, int) or num_actions < 1:
+            raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
         self.num_actions = num_actions
-        self.num_simulations = num_simulations
-        self.discount = discount
-        self.pb_c_base = pb_c_base
-        self.pb_c_init = pb_c_init
-        self.dirichlet_alpha = dirichlet_alpha
-        self.exploration_fraction = exploration_fraction
-        self.lstm_horizon = lstm_horizon
+        self.config = SearchConfig() if config is None else config
         self.tree = delayzoo.ctree if tree is None else tree
 
     @torch.no_grad()
@@ -127,56 +98,59 @@ class MCTS:
         :param rng: draws the tie-break seed and, with ``add_noise``, the Dirichlet noise
         :param add_noise: Dirichlet noise at the roots (training only)
         """
+        config = self.config
+        simulations = config.num_simulations
         batch = root_latent.shape[0]
         device = root_latent.device
-        _check_finite("root policy logits", root_policy_logits, 0)
-        noise = None
-        if add_noise:
-            noise = rng.dirichlet([self.dirichlet_alpha] * self.num_actions, size=batch)
+        root_logits = root_policy_logits.double().cpu().numpy()
+        if not np.isfinite(root_logits).all():
+            bad = np.flatnonzero(~np.isfinite(root_logits).all(axis=1)).tolist()
+            raise ValueError(f"non-finite root policy logits for roots {bad}; the network has diverged")
+        noise = rng.dirichlet([config.dirichlet_alpha] * self.num_actions, size=batch) if add_noise else None
         tree = self.tree
-        roots = tree.Roots(batch, self.num_actions, self.num_simulations + 1, int(rng.integers(2**31 - 1)))
-        roots.prepare(
-            np.zeros(batch), root_policy_logits.float().cpu().numpy(), noise, self.exploration_fraction
-        )
+        roots = tree.Roots(batch, self.num_actions, simulations + 1, int(rng.integers(2**31 - 1)))
+        roots.prepare(np.zeros(batch), root_logits, noise, config.exploration_fraction)
         minmax = tree.MinMaxStatsList(batch)
         results = tree.SearchResults(batch)
-        # latents and LSTM states by (simulation index, root)
-        latents = root_latent.new_empty((self.num_simulations + 1, *root_latent.shape))
+        # latents and LSTM states by (simulation index, root); simulation s writes row s for every root
+        latents = root_latent.new_empty((simulations + 1, *root_latent.shape))
         latents[0] = root_latent
         h0, _ = network.initial_lstm_state(batch)
-        hidden = h0.new_zeros((self.num_simulations + 1, batch, h0.shape[-1]))
+        hidden = h0.new_zeros((simulations + 1, batch, h0.shape[-1]))
         cell = torch.zeros_like(hidden)
-        depth = np.zeros((self.num_simulations + 1, batch), dtype=np.int64)
-        for sim in range(1, self.num_simulations + 1):
-            parent, roots_index, action = tree.batch_traverse(
-                roots, self.pb_c_init, self.pb_c_base, self.discount, minmax, results
+        finite = torch.ones((), dtype=torch.bool, device=device)
+        depth = np.zeros((simulations + 1, batch), dtype=np.int64)
+        columns = np.arange(batch)
+        columns_t = torch.arange(batch, device=device)
+        for sim in range(1, simulations + 1):
+            parent, _, action = tree.batch_traverse(
+                roots, config.pb_c_init, config.pb_c_base, config.discount, minmax, results
             )
-            parent_t = torch.as_tensor(parent, device=device)
-            index_t = torch.as_tensor(roots_index, device=device)
-            state: LSTMState = (hidden[parent_t, index_t].unsqueeze(0), cell[parent_t, index_t].unsqueeze(0))
-            out = network.recurrent_inference(
-                latents[parent_t, index_t], state, torch.as_tensor(action, device=device)
-            )
-            value_prefix = network.to_scalar(out.value_prefix_logits)
-            value = network.to_scalar(out.value_logits)
-            _check_finite("latent", out.latent, sim)
-            _check_finite("value prefix", value_prefix, sim)
-            _check_finite("value", value, sim)
-            _check_finite("policy logits", out.policy_logits, sim)
-            depth[sim, roots_index] = depth[parent, roots_index] + 1
-            is_reset = depth[sim, roots_index] % self.lstm_horizon == 0
-            reset_t = torch.as_tensor(is_reset, device=device).view(-1, 1)
-            latents[sim, index_t] = out.latent
-            hidden[sim, index_t] = out.lstm_state[0].squeeze(0).masked_fill(reset_t, 0.0)
-            cell[sim, index_t] = out.lstm_state[1].squeeze(0).masked_fill(reset_t, 0.0)
-            tree.batch_backpropagate(
-                sim,
-                self.discount,
-                value_prefix.cpu().numpy(),
-                value.cpu().numpy(),
-                out.policy_logits.float().cpu().numpy(),
-                minmax,
-                results,
-                is_reset,
-            )
+            parent = np.asarray(parent, dtype=np.int64)
+            depth[sim] = depth[parent, columns] + 1
+            is_reset = depth[sim] % config.lstm_horizon == 0
+            moves = torch.from_numpy(np.stack([parent, np.asarray(action, dtype=np.int64), is_reset])).to(device)
+            parent_t, action_t, reset_t = moves[0], moves[1], moves[2].bool().view(-1, 1)
+            state: LSTMState = (hidden[parent_t, columns_t].unsqueeze(0), cell[parent_t, columns_t].unsqueeze(0))
+            out = network.recurrent_inference(latents[parent_t, columns_t], state, action_t)
+            latents[sim] = out.latent
+            finite &= torch.isfinite(out.latent).all()
+            hidden[sim] = out.lstm_state[0].squeeze(0).masked_fill(reset_t, 0.0)
+            cell[sim] = out.lstm_state[1].squeeze(0).masked_fill(reset_t, 0.0)
+            host = torch.cat(
+                [network.to_scalar(out.value_prefix_logits).view(-1, 1), network.to_scalar(out.value_logits).view(-1, 1),
+                 out.policy_logits.float()],
+                dim=1,
+            ).double().cpu().numpy()
+            try:
+                tree.batch_backpropagate(
+                    sim, config.discount, host[:, 0], host[:, 1], host[:, 2:], minmax, results, is_reset
+                )
+            except ValueError as error:
+                raise ValueError(
+                    f"non-finite value, value prefix or policy logits from the model at simulation {sim} ({error}); "
+                    "the network has diverged (lower the learning rate or check the rewards)"
+                ) from error
+        if not bool(finite):
+            raise ValueError("non-finite latents from the model's dynamics during the search; the network has diverged")
         return SearchOutput(np.asarray(roots.distributions()), np.asarray(roots.values()))

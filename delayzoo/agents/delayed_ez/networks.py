@@ -8,8 +8,9 @@ Two families share one interface (:class:`EfficientZeroNetwork`):
 - vectors: MLPs with a residual dynamics block; latents are vectors of ``latent_dim``, the action
   enters as a one-hot vector.
 
-Latents are min-max normalised to [0, 1] per sample after the representation and every dynamics
-step (EfficientZero). Values and value prefixes are categorical over ``2 * support_size + 1``
+Latents can be min-max normalised to [0, 1] per sample after the representation and every dynamics
+step (``state_norm``): off for the conv family, as in EfficientZero's Atari model, and on for the
+vector family, where it keeps the small MLP latents bounded (our choice). Values and value prefixes are categorical over ``2 * support_size + 1``
 integer bins in ``h``-space (:func:`~delayzoo.agents.common.transforms.h_transform`).
 """
 
@@ -143,6 +144,7 @@ class ConvNetworkConfig(NamedTuple):
     :param proj_out: SimSiam projection output width
     :param pred_hidden: SimSiam prediction-head hidden width
     :param support_size: value and value-prefix bins are ``-support_size..support_size``
+    :param state_norm: min-max normalise the latents (EfficientZero's Atari model: off)
     """
 
     num_channels: int = 64
@@ -155,6 +157,7 @@ class ConvNetworkConfig(NamedTuple):
     proj_out: int = 1024
     pred_hidden: int = 512
     support_size: int = 300
+    state_norm: bool = False
 
 
 class MlpNetworkConfig(NamedTuple):
@@ -168,6 +171,7 @@ class MlpNetworkConfig(NamedTuple):
     :param proj_out: SimSiam projection output width
     :param pred_hidden: SimSiam prediction-head hidden width
     :param support_size: value and value-prefix bins are ``-support_size..support_size``
+    :param state_norm: min-max normalise the latents (on: bounds the residual MLP dynamics)
     """
 
     latent_dim: int = 128
@@ -178,6 +182,7 @@ class MlpNetworkConfig(NamedTuple):
     proj_out: int = 256
     pred_hidden: int = 128
     support_size: int = 300
+    state_norm: bool = True
 
 
 class EfficientZeroNetwork(nn.Module):
@@ -293,9 +298,12 @@ class EfficientZeroNetwork(nn.Module):
         self.policy_head = _mlp(latent, config.head_hidden, self.num_actions, zero_last=True)
 
     # ----------------------------------------------------------------- the three functions
+    def _normalize(self, latent: torch.Tensor) -> torch.Tensor:
+        return _normalize_latent(latent) if self.config.state_norm else latent
+
     def represent(self, obs: torch.Tensor) -> torch.Tensor:
         """h: observations ``(B, *observation_shape)`` -> normalised latents ``(B, *latent_shape)``."""
-        return _normalize_latent(self.representation(obs.float() * self.obs_scale))
+        return self._normalize(self.representation(obs.float() * self.obs_scale))
 
     def transition(self, latent: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The latent part of g: ``(latent, action) -> next_latent`` (no value prefix)."""
@@ -303,10 +311,10 @@ class EfficientZeroNetwork(nn.Module):
         if self.image:
             plane = (action.float() / self.num_actions).view(-1, 1, 1, 1).expand(-1, 1, *latent.shape[2:])
             x = self.dyn_bn(self.dyn_conv(torch.cat([latent, plane], dim=1)))
-            return _normalize_latent(self.dyn_blocks(F.relu(x + latent)))
+            return self._normalize(self.dyn_blocks(F.relu(x + latent)))
         one_hot = F.one_hot(action, self.num_actions).to(latent.dtype)
         x = self.dyn_mlp(torch.cat([latent, one_hot], dim=1))
-        return _normalize_latent(F.relu(self.dyn_norm(x + latent)))
+        return self._normalize(F.relu(self.dyn_norm(x + latent)))
 
     def dynamics(
         self, latent: torch.Tensor, action: torch.Tensor, lstm_state: LSTMState

@@ -20,6 +20,7 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
+from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.mcts import MCTS, forecast_latents
 from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, build_network
 
@@ -56,13 +57,7 @@ class DelayedEZPolicy(BasePolicy):
     :param action_space: ``Discrete``
     :param lr_schedule: learning-rate schedule (for the optimizer's initial rate)
     :param net_kwargs: network sizes, fields of ``ConvNetworkConfig`` / ``MlpNetworkConfig`` (defaults: paper sizes)
-    :param num_simulations: simulations per search
-    :param discount: discount used in the search
-    :param lstm_horizon: value-prefix LSTM reset period
-    :param pb_c_base: pUCT c2
-    :param pb_c_init: pUCT c1
-    :param dirichlet_alpha: root noise concentration (training only)
-    :param exploration_fraction: root noise weight (training only)
+    :param search_config: the search hyperparameters (default: EfficientZero's)
     :param forward_model: roll the dynamics through the pending actions before searching
     :param normalize_images: divide uint8 images by 255
     :param optimizer_class: the optimizer (EfficientZero: SGD)
@@ -76,13 +71,7 @@ class DelayedEZPolicy(BasePolicy):
         action_space: spaces.Space,
         lr_schedule: Schedule,
         net_kwargs: dict[str, Any] | None = None,
-        num_simulations: int = 50,
-        discount: float = 0.997**4,
-        lstm_horizon: int = 5,
-        pb_c_base: float = 19652.0,
-        pb_c_init: float = 1.25,
-        dirichlet_alpha: float = 0.3,
-        exploration_fraction: float = 0.25,
+        search_config: SearchConfig | None = None,
         forward_model: bool = True,
         normalize_images: bool = True,
         optimizer_class: type[torch.optim.Optimizer] = torch.optim.SGD,
@@ -105,13 +94,7 @@ class DelayedEZPolicy(BasePolicy):
         self.image = len(inner.shape) == 3
         scale = 1.0 / 255.0 if (self.image and normalize_images and inner.dtype == np.uint8) else 1.0
         self.net_kwargs = dict(net_kwargs or {})
-        self.num_simulations = num_simulations
-        self.discount = discount
-        self.lstm_horizon = lstm_horizon
-        self.pb_c_base = pb_c_base
-        self.pb_c_init = pb_c_init
-        self.dirichlet_alpha = dirichlet_alpha
-        self.exploration_fraction = exploration_fraction
+        self.search_config = SearchConfig() if search_config is None else search_config
         self.forward_model = forward_model
         self.seed = seed
         self.num_actions = int(action_space.n)
@@ -121,10 +104,7 @@ class DelayedEZPolicy(BasePolicy):
         self.target_network: EfficientZeroNetwork = copy.deepcopy(self.network)
         self.target_network.requires_grad_(False)
         self.target_network.eval()
-        self.mcts = MCTS(
-            self.num_actions, num_simulations, discount, pb_c_base, pb_c_init, dirichlet_alpha, exploration_fraction,
-            lstm_horizon,
-        )
+        self.mcts = MCTS(self.num_actions, self.search_config)
         self.search_rng = np.random.default_rng(seed)
         self.optimizer = self.optimizer_class(
             self.network.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
@@ -138,13 +118,7 @@ class DelayedEZPolicy(BasePolicy):
         data = super()._get_constructor_parameters()
         data.update(
             net_kwargs=self.net_kwargs,
-            num_simulations=self.num_simulations,
-            discount=self.discount,
-            lstm_horizon=self.lstm_horizon,
-            pb_c_base=self.pb_c_base,
-            pb_c_init=self.pb_c_init,
-            dirichlet_alpha=self.dirichlet_alpha,
-            exploration_fraction=self.exploration_fraction,
+            search_config=self.search_config,
             forward_model=self.forward_model,
             seed=self.seed,
         )

@@ -1,89 +1,111 @@
-"""Game segments, prioritised replay and EfficientZero's unrolled training targets.
+"""Game segments, prioritised replay over a single-frame store, and EfficientZero's unrolled targets.
 
-The replay stores what the env *executed* (``info["executed_action"]``), so the model learns the
-undelayed environment. A search made at decision time ``t`` was rooted at the forecast state of
-step ``t + d_t`` (the step where its action is executed); its visit distribution is therefore the
-policy target of the observation at ``t + d_t``, not of the observation at ``t``
-(:meth:`GameWriter.record_search`).
+Frames are stored once. An observation that stacks ``k`` frames channels-first (``make_atari(...,
+frame_stack=k)``) is kept as its newest frame only, plus the ``k - 1`` frames before the first
+observation of each segment; stacks are rebuilt at sample time by index arithmetic
+(:func:`stack_frames`). 100k Atari steps of 96x96 RGB frames take about 2.9 GB (12x96x96 stacks
+would take 11 GB).
+
+The replay stores what the agent trains its model on: the *executed* action
+(``info["executed_action"]``), or the agent's own *decided* action for the paper's Oblivious-EZ
+(``DelayedEZ(replay_actions=...)``). A search made at decision time ``t`` was rooted at the forecast
+state of step ``t + d_t`` (the step where its action is executed); its visit distribution is
+therefore the policy target of the observation at ``t + d_t`` (:meth:`GameWriter.record_search`).
 """
 
 from __future__ import annotations
 
+import collections
 from typing import Any, NamedTuple
 
 import numpy as np
+import torch
 
-__all__ = ["GameSegment", "GameWriter", "PrioritizedGameBuffer", "ReplayBatch"]
+from delayzoo.agents.delayed_ez.config import TargetConfig
+
+__all__ = ["GameSegment", "GameWriter", "PrioritizedGameBuffer", "ReplayBatch", "stack_frames"]
+
+
+def split_frames(observation: np.ndarray, frame_stack: int) -> np.ndarray:
+    """``(k * C, ...)`` -> ``(k, C, ...)`` (the frames of a channels-first stack, oldest first)."""
+    observation = np.asarray(observation)
+    if observation.shape[0] % frame_stack:
+        raise ValueError(
+            f"an observation of shape {observation.shape} cannot hold frame_stack={frame_stack} frames "
+            "(its first axis must be a multiple of it)"
+        )
+    return observation.reshape(frame_stack, observation.shape[0] // frame_stack, *observation.shape[1:])
+
+
+def stack_frames(frames: torch.Tensor, offsets: torch.Tensor, frame_stack: int) -> torch.Tensor:
+    """Observations rebuilt from frame windows: ``out[b, m] = concat(frames[b, o], ..., frames[b, o + k - 1])``.
+
+    :param frames: ``(B, W, *frame_shape)`` windows of consecutive frames
+    :param offsets: ``(B, M)`` integer offsets, ``o = offsets[b, m]`` with ``o + k <= W``
+    :param frame_stack: ``k``
+    :return: ``(B, M, k * frame_shape[0], *frame_shape[1:])``
+    """
+    batch, count = offsets.shape
+    index = offsets.unsqueeze(-1) + torch.arange(frame_stack, device=offsets.device)
+    rows = torch.arange(batch, device=offsets.device).view(batch, 1, 1)
+    out = frames[rows, index]
+    return out.reshape(batch, count, frame_stack * frames.shape[2], *frames.shape[3:])
 
 
 class GameSegment:
-    """A stretch of one episode: ``T`` transitions and ``T + 1`` observations.
+    """A stretch of one episode: ``T`` transitions and ``T + 1`` observations, stored as ``T + k`` frames.
 
-    :param observations: ``(T + 1, *obs_shape)``; the last one follows the last transition
-    :param actions: ``(T,)`` executed actions
-    :param rewards: ``(T,)``
-    :param policies: ``(T, A)`` search policies (normalised visit counts) paired with ``observations[:T]``
+    :param frames: ``(T + k, *frame_shape)``: the ``k - 1`` frames before observation 0, then the newest
+        frame of observations ``0..T``; observation ``q`` stacks ``frames[q : q + k]``
+    :param actions: ``(T,)`` stored actions (executed or decided)
+    :param rewards: ``(T,)`` rewards used for learning (clipped if asked)
+    :param policies: ``(T, A)`` search policies (normalised visit counts) paired with observations ``0..T-1``
     :param has_policy: ``(T,)`` whether a search was rooted at that observation
     :param terminated: the episode ended (terminal state) after the last transition; otherwise the
-        values at the end are bootstrapped from ``observations[T]``
+        values at the end are bootstrapped from observation ``T``
+    :param frame_stack: ``k``, frames per observation
     """
 
     def __init__(
         self,
-        observations: np.ndarray,
+        frames: np.ndarray,
         actions: np.ndarray,
         rewards: np.ndarray,
         policies: np.ndarray,
         has_policy: np.ndarray,
         terminated: bool,
+        frame_stack: int = 1,
     ) -> None:
         length = len(actions)
         if length < 1:
             raise ValueError("a game segment needs at least one transition")
-        if len(observations) != length + 1 or len(rewards) != length or len(policies) != length:
+        if frame_stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
+        if len(frames) != length + frame_stack or len(rewards) != length or len(policies) != length:
             raise ValueError(
-                f"inconsistent segment: {len(observations)} observations, {length} actions, "
-                f"{len(rewards)} rewards, {len(policies)} policies (need T + 1, T, T, T)"
+                f"inconsistent segment: {len(frames)} frames, {length} actions, {len(rewards)} rewards, "
+                f"{len(policies)} policies (need T + frame_stack, T, T, T with frame_stack={frame_stack})"
             )
-        self.observations = observations
+        self.frames = np.asarray(frames)
         self.actions = np.asarray(actions, dtype=np.int64)
         self.rewards = np.asarray(rewards, dtype=np.float32)
         self.policies = np.asarray(policies, dtype=np.float32)
         self.has_policy = np.asarray(has_policy, dtype=bool)
         self.terminated = bool(terminated)
-        self.priorities = np.ones(length, dtype=np.float64)
-        self.start_id = 0
+        self.frame_stack = frame_stack
 
     def __len__(self) -> int:
         return len(self.actions)
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Plain arrays (for saving the replay buffer without pickle)."""
-        return {
-            "observations": self.observations,
-            "actions": self.actions,
-            "rewards": self.rewards,
-            "policies": self.policies,
-            "has_policy": self.has_policy,
-            "terminated": np.asarray(self.terminated),
-            "priorities": self.priorities,
-            "start_id": np.asarray(self.start_id),
-        }
+    def observation(self, index: int) -> np.ndarray:
+        """Observation ``index`` (``0..T``), its frames stacked as the env returned them."""
+        frames = self.frames[index : index + self.frame_stack]
+        return frames.reshape(self.frame_stack * frames.shape[1], *frames.shape[2:])
 
-    @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> GameSegment:
-        """Inverse of :meth:`to_arrays`."""
-        game = cls(
-            arrays["observations"],
-            arrays["actions"],
-            arrays["rewards"],
-            arrays["policies"],
-            arrays["has_policy"],
-            bool(arrays["terminated"]),
-        )
-        game.priorities = np.asarray(arrays["priorities"], dtype=np.float64)
-        game.start_id = int(arrays["start_id"])
-        return game
+    @property
+    def observations(self) -> np.ndarray:
+        """All ``T + 1`` observations, stacked (a copy)."""
+        return np.stack([self.observation(index) for index in range(len(self) + 1)])
 
 
 class GameWriter:
@@ -91,14 +113,18 @@ class GameWriter:
 
     :param num_actions: size of the action space
     :param segment_length: a running episode is cut into segments of at most this many transitions
+    :param frame_stack: frames stacked (channels-first) in each observation; only the newest is kept per step
     """
 
-    def __init__(self, num_actions: int, segment_length: int = 200) -> None:
+    def __init__(self, num_actions: int, segment_length: int = 200, frame_stack: int = 1) -> None:
         if segment_length < 1:
             raise ValueError(f"segment_length must be >= 1, got {segment_length}")
+        if frame_stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
         self.num_actions = num_actions
         self.segment_length = segment_length
-        self._observations: list[np.ndarray] = []
+        self.frame_stack = frame_stack
+        self._frames: list[np.ndarray] = []
         self._actions: list[int] = []
         self._rewards: list[float] = []
         self._policies: dict[int, np.ndarray] = {}
@@ -107,7 +133,7 @@ class GameWriter:
 
     def start(self, observation: np.ndarray) -> None:
         """Begin a new episode at ``observation``."""
-        self._observations = [np.array(observation)]
+        self._frames = list(np.array(split_frames(observation, self.frame_stack)))
         self._actions, self._rewards = [], []
         self._policies = {}
         self._episode_step = 0
@@ -127,271 +153,398 @@ class GameWriter:
         self._policies[self._episode_step + int(delay)] = np.asarray(visits, dtype=np.float32) / total
 
     def step(
-        self, executed_action: int, reward: float, next_observation: np.ndarray, terminated: bool, truncated: bool
+        self, action: int, reward: float, next_observation: np.ndarray, terminated: bool, truncated: bool
     ) -> GameSegment | None:
         """Add one transition; returns a finished segment (episode end or full segment), else ``None``.
 
         After an episode end, call :meth:`start` with the first observation of the next episode.
+
+        :raises ValueError: when ``next_observation`` is not the previous stack shifted by one frame
+            (the env does not stack ``frame_stack`` frames channels-first)
         """
-        self._actions.append(int(executed_action))
+        frames = split_frames(next_observation, self.frame_stack)
+        k = self.frame_stack
+        if k > 1 and not np.array_equal(frames[:-1], np.stack(self._frames[-(k - 1) :])):
+            raise ValueError(
+                f"the observation is not the previous one shifted by one frame: the env does not stack "
+                f"frame_stack={k} frames channels-first (make_atari(..., frame_stack={k}))"
+            )
+        self._actions.append(int(action))
         self._rewards.append(float(reward))
-        self._observations.append(np.array(next_observation))
+        self._frames.append(np.array(frames[-1]))
         self._episode_step += 1
         if terminated or truncated:
             return self._close(terminated)
         if len(self._actions) >= self.segment_length:
             segment = self._close(False)
-            self._observations = [self._observations[-1]]
+            self._frames = self._frames[-k:]
             self._actions, self._rewards = [], []
             self._segment_start = self._episode_step
             return segment
         return None
 
+    def unfinished(self) -> GameSegment | None:
+        """The transitions of the running segment as a cut (non-terminal) segment, or ``None`` if there are none.
+
+        The writer is left as it was (used to save a replay buffer without losing the running episodes).
+        """
+        if not self._actions:
+            return None
+        return self._segment(False, pop=False)
+
     def _close(self, terminated: bool) -> GameSegment:
+        return self._segment(terminated, pop=True)
+
+    def _segment(self, terminated: bool, pop: bool) -> GameSegment:
         length = len(self._actions)
         policies = np.zeros((length, self.num_actions), dtype=np.float32)
         has_policy = np.zeros(length, dtype=bool)
         for step in range(self._segment_start, self._segment_start + length):
-            policy = self._policies.pop(step, None)
+            policy = self._policies.pop(step, None) if pop else self._policies.get(step)
             if policy is not None:
                 policies[step - self._segment_start] = policy
                 has_policy[step - self._segment_start] = True
         return GameSegment(
-            np.stack(self._observations),
-            np.array(self._actions),
-            np.array(self._rewards),
-            policies,
-            has_policy,
-            terminated,
+            np.stack(self._frames), np.array(self._actions), np.array(self._rewards), policies, has_policy, terminated,
+            self.frame_stack,
         )
 
 
 class ReplayBatch(NamedTuple):
     """Training targets for ``B`` sampled positions unrolled ``K`` steps (numpy arrays).
 
-    Value targets are ``returns + bootstrap_discount * v(bootstrap_obs)`` with ``v`` from the target
-    network; policy targets are ``stored_policy`` unless reanalysed from ``policy_obs``.
+    Observations come as frame windows plus offsets (rebuild them with :func:`stack_frames`): the
+    sample's own observation is at offset 0, the one ``u`` steps later at ``policy_offset[:, u]``.
+    Value targets are ``returns + bootstrap_discount * v(obs at bootstrap_offset)`` with ``v`` from the
+    target network; policy targets are ``stored_policy`` unless reanalysed.
     """
 
-    obs: np.ndarray  # (B, *obs)
+    frames: np.ndarray  # (B, W, *frame_shape): frames p - k + 1 .. p + K + n of each sample
+    policy_offset: np.ndarray  # (B, K + 1): observations p .. p + K (clipped to the segment end)
+    bootstrap_offset: np.ndarray  # (B, K + 1): observations p + u + n (clipped to the segment end)
     actions: np.ndarray  # (B, K)
-    target_obs: np.ndarray  # (B, K, *obs)
     consistency_mask: np.ndarray  # (B, K)
     target_value_prefix: np.ndarray  # (B, K)
     value_prefix_mask: np.ndarray  # (B, K)
     returns: np.ndarray  # (B, K + 1)
-    bootstrap_obs: np.ndarray  # (B, K + 1, *obs)
     bootstrap_discount: np.ndarray  # (B, K + 1)
     value_mask: np.ndarray  # (B, K + 1)
-    policy_obs: np.ndarray  # (B, K + 1, *obs)
     policy_valid: np.ndarray  # (B, K + 1): position inside the segment (has an action)
     stored_policy: np.ndarray  # (B, K + 1, A)
     stored_policy_mask: np.ndarray  # (B, K + 1)
     weights: np.ndarray  # (B,) importance-sampling weights, max 1
-    games: list[GameSegment]
-    positions: np.ndarray  # (B,)
+    slots: np.ndarray  # (B,) where the samples are stored
+    ids: np.ndarray  # (B,) their transition ids (a slot may be reused after eviction)
 
 
 class PrioritizedGameBuffer:
-    """Prioritised replay over game segments (proportional, ``P(i) ~ p_i^alpha``).
+    """Prioritised replay (proportional, ``P(i) ~ p_i^alpha``) over segments kept in flat ring arrays.
 
-    New transitions get the largest priority seen so far; the oldest segments are dropped once more
-    than ``capacity`` transitions are stored.
+    New transitions get the largest *current* priority (EfficientZero); the oldest segments are
+    dropped to make room. Frames live in one array of ``capacity + capacity // 16 + frame_stack``
+    frames (segments add ``frame_stack`` frames beyond their transitions), allocated at the first
+    :meth:`add`; transitions in arrays of ``capacity`` slots.
 
     :param capacity: transitions kept
     :param alpha: priority exponent (0 = uniform)
     :param eps: added to every priority update
+    :param frame_stack: frames per observation (``k``)
     """
 
-    def __init__(self, capacity: int, alpha: float = 0.6, eps: float = 1e-6) -> None:
+    def __init__(self, capacity: int, alpha: float = 0.6, eps: float = 1e-6, frame_stack: int = 1) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         if alpha < 0:
             raise ValueError(f"alpha must be >= 0, got {alpha}")
+        if frame_stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
         self.capacity = capacity
         self.alpha = alpha
         self.eps = eps
-        self.games: list[GameSegment] = []
-        self.num_transitions = 0
+        self.frame_stack = frame_stack
+        self.frame_capacity = capacity + capacity // 16 + frame_stack
         self.total_added = 0
-        self.max_priority = 1.0
+        self._segments: collections.deque[tuple[int, int, int, int]] = collections.deque()  # slot, T, frame, frames
+        self._num_transitions = 0
+        self._num_frames = 0
+        self._slot_head = 0
+        self._frame_head = 0
+        self._frames: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return self.num_transitions
+        return self._num_transitions
 
-    def add(self, game: GameSegment) -> None:
-        """Store a segment with maximal priorities, evicting the oldest segments beyond capacity."""
-        game.priorities = np.full(len(game), self.max_priority, dtype=np.float64)
-        game.start_id = self.total_added
-        self.total_added += len(game)
-        self.games.append(game)
-        self.num_transitions += len(game)
-        while self.num_transitions > self.capacity and len(self.games) > 1:
-            self.num_transitions -= len(self.games.pop(0))
+    @property
+    def num_segments(self) -> int:
+        """Segments stored."""
+        return len(self._segments)
 
-    def sample_indices(
-        self, batch_size: int, rng: np.random.Generator, beta: float
-    ) -> tuple[list[GameSegment], np.ndarray, np.ndarray]:
-        """Draw positions in proportion to ``priority^alpha``.
+    @property
+    def frame_shape(self) -> tuple[int, ...] | None:
+        """Shape of one stored frame (``None`` before the first :meth:`add`)."""
+        return None if self._frames is None else tuple(self._frames.shape[1:])
 
-        :return: the games, the positions in them, and importance weights ``(N P(i))^-beta / max``
+    @property
+    def num_actions(self) -> int | None:
+        """Size of the stored policies (``None`` before the first :meth:`add`)."""
+        return None if self._frames is None else int(self._policies.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated by the store (0 before the first :meth:`add`)."""
+        if self._frames is None:
+            return 0
+        arrays = (self._frames, self._actions, self._rewards, self._policies, self._has_policy, self._priorities,
+                  self._live, self._position, self._length, self._frame_start, self._terminated, self._ids)
+        return int(sum(array.nbytes for array in arrays))
+
+    def _allocate(self, game: GameSegment) -> None:
+        capacity = self.capacity
+        self._frames = np.zeros((self.frame_capacity, *game.frames.shape[1:]), dtype=game.frames.dtype)
+        self._actions = np.zeros(capacity, dtype=np.int32)
+        self._rewards = np.zeros(capacity, dtype=np.float32)
+        self._policies = np.zeros((capacity, game.policies.shape[1]), dtype=np.float32)
+        self._has_policy = np.zeros(capacity, dtype=bool)
+        self._priorities = np.zeros(capacity, dtype=np.float64)
+        self._live = np.zeros(capacity, dtype=bool)
+        self._position = np.zeros(capacity, dtype=np.int32)  # position in its segment
+        self._length = np.zeros(capacity, dtype=np.int32)  # its segment's length
+        self._frame_start = np.zeros(capacity, dtype=np.int64)  # its segment's first frame
+        self._terminated = np.zeros(capacity, dtype=bool)
+        self._ids = np.zeros(capacity, dtype=np.int64)
+
+    def add(self, game: GameSegment, priorities: np.ndarray | None = None, start_id: int | None = None) -> None:
+        """Store a segment, evicting the oldest segments to make room.
+
+        :param priorities: ``(T,)`` (when reloading); default: the maximum of the current priorities (1 when empty)
+        :param start_id: id of its first transition (when reloading); default: the next id
         """
-        if not self.games:
-            raise ValueError("cannot sample from an empty replay buffer")
-        priorities = np.concatenate([game.priorities for game in self.games]) ** self.alpha
-        probs = priorities / priorities.sum()
-        flat = rng.choice(len(probs), size=batch_size, p=probs)
-        weights = (len(probs) * probs[flat]) ** (-beta)
-        weights = weights / weights.max()
-        bounds = np.cumsum([len(game) for game in self.games])
-        game_index = np.searchsorted(bounds, flat, side="right")
-        positions = flat - np.concatenate([[0], bounds[:-1]])[game_index]
-        return [self.games[i] for i in game_index], positions.astype(np.int64), weights.astype(np.float32)
+        if game.frame_stack != self.frame_stack:
+            raise ValueError(f"the segment stacks {game.frame_stack} frames, the buffer {self.frame_stack}")
+        length, num_frames = len(game), len(game.frames)
+        if length > self.capacity or num_frames > self.frame_capacity:
+            raise ValueError(f"a segment of {length} transitions does not fit a buffer of capacity {self.capacity}")
+        if self._frames is None:
+            self._allocate(game)
+        elif game.frames.shape[1:] != self._frames.shape[1:] or game.policies.shape[1] != self._policies.shape[1]:
+            raise ValueError(
+                f"segment frames {game.frames.shape[1:]} / {game.policies.shape[1]} actions do not match the "
+                f"stored {self._frames.shape[1:]} / {self._policies.shape[1]}"
+            )
+        if priorities is None:
+            priority = float(self._priorities[self._live].max()) if self._num_transitions else 1.0
+            priorities = np.full(length, priority)
+        while self._num_transitions + length > self.capacity or self._num_frames + num_frames > self.frame_capacity:
+            self._evict()
+        slots = (self._slot_head + np.arange(length)) % self.capacity
+        frames = (self._frame_head + np.arange(num_frames)) % self.frame_capacity
+        self._frames[frames] = game.frames
+        self._actions[slots] = game.actions
+        self._rewards[slots] = game.rewards
+        self._policies[slots] = game.policies
+        self._has_policy[slots] = game.has_policy
+        self._priorities[slots] = priorities
+        self._live[slots] = True
+        self._position[slots] = np.arange(length)
+        self._length[slots] = length
+        self._frame_start[slots] = self._frame_head
+        self._terminated[slots] = game.terminated
+        first_id = self.total_added if start_id is None else start_id
+        self._ids[slots] = first_id + np.arange(length)
+        self.total_added = max(self.total_added, first_id + length)
+        self._segments.append((self._slot_head, length, self._frame_head, num_frames))
+        self._slot_head = (self._slot_head + length) % self.capacity
+        self._frame_head = (self._frame_head + num_frames) % self.frame_capacity
+        self._num_transitions += length
+        self._num_frames += num_frames
 
-    def update_priorities(self, games: list[GameSegment], positions: np.ndarray, priorities: np.ndarray) -> None:
-        """Set new priorities (e.g. ``|value - target|``) at sampled positions."""
+    def _evict(self) -> None:
+        slot, length, _, num_frames = self._segments.popleft()
+        self._live[(slot + np.arange(length)) % self.capacity] = False
+        self._num_transitions -= length
+        self._num_frames -= num_frames
+
+    def segments(self) -> list[GameSegment]:
+        """The stored segments, oldest first (copies)."""
+        out = []
+        for slot, length, frame, num_frames in self._segments:
+            slots = (slot + np.arange(length)) % self.capacity
+            out.append(
+                GameSegment(
+                    self._frames[(frame + np.arange(num_frames)) % self.frame_capacity],
+                    self._actions[slots], self._rewards[slots], self._policies[slots], self._has_policy[slots],
+                    bool(self._terminated[slot]), self.frame_stack,
+                )
+            )
+        return out
+
+    def priorities(self) -> np.ndarray:
+        """Priorities of the stored transitions, oldest first."""
+        if not self._segments:
+            return np.zeros(0)
+        slot = self._segments[0][0]
+        return self._priorities[(slot + np.arange(self._num_transitions)) % self.capacity].copy()
+
+    # ----------------------------------------------------------------- sampling
+    def sample_indices(self, batch_size: int, rng: np.random.Generator, beta: float) -> tuple[np.ndarray, np.ndarray]:
+        """Draw slots in proportion to ``priority^alpha``.
+
+        :return: the slots and importance weights ``(N P(i))^-beta / max``
+        """
+        if not self._num_transitions:
+            raise ValueError("cannot sample from an empty replay buffer")
+        scaled = np.where(self._live, self._priorities, 0.0) ** self.alpha * self._live
+        probs = scaled / scaled.sum()
+        slots = rng.choice(self.capacity, size=batch_size, p=probs)
+        weights = (self._num_transitions * probs[slots]) ** (-beta)
+        return slots, (weights / weights.max()).astype(np.float32)
+
+    def update_priorities(self, slots: np.ndarray, ids: np.ndarray, priorities: np.ndarray) -> None:
+        """Set new priorities (e.g. ``|value - target|``) of sampled transitions still stored."""
         priorities = np.asarray(priorities, dtype=np.float64)
         if not np.all(np.isfinite(priorities)) or np.any(priorities < 0):
             raise ValueError(f"priorities must be finite and >= 0, got {priorities}")
-        for game, position, priority in zip(games, positions, priorities):
-            game.priorities[position] = priority + self.eps
-        self.max_priority = max(self.max_priority, float(priorities.max()) + self.eps)
+        keep = self._live[slots] & (self._ids[slots] == ids)
+        self._priorities[slots[keep]] = priorities[keep] + self.eps
 
-    def sample(
-        self,
-        batch_size: int,
-        num_unroll_steps: int,
-        td_steps: int,
-        discount: float,
-        lstm_horizon: int,
-        rng: np.random.Generator,
-        beta: float = 1.0,
-        auto_td_period: int | None = None,
-    ) -> ReplayBatch:
-        """Sample positions and build their unrolled targets.
+    def stacked_observations(self, slots: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """Observations ``offsets`` steps after the stored ``slots`` (clipped to their segment's end).
 
-        :param td_steps: n of the n-step value targets
-        :param lstm_horizon: value prefixes restart every this many unroll steps
-        :param auto_td_period: EfficientZero's adaptive horizon: ``n`` shrinks by one per this many
-            transitions of age (never below 1); ``None`` keeps ``n = td_steps``
+        :param slots: ``(B,)``
+        :param offsets: ``(B, M)`` non-negative
+        :return: ``(B, M, *observation_shape)``
         """
-        games, positions, weights = self.sample_indices(batch_size, rng, beta)
-        return make_targets(
-            games, positions, weights, num_unroll_steps, td_steps, discount, lstm_horizon, rng,
-            self.total_added, auto_td_period,
+        position = self._position[slots][:, None] + offsets
+        target = np.minimum(position, self._length[slots][:, None])
+        index = target[..., None] + np.arange(self.frame_stack)
+        frames = self._frames[(self._frame_start[slots][:, None, None] + index) % self.frame_capacity]
+        batch, count = offsets.shape
+        return frames.reshape(batch, count, self.frame_stack * frames.shape[3], *frames.shape[4:])
+
+    def sample(self, batch_size: int, config: TargetConfig, rng: np.random.Generator, beta: float = 1.0) -> ReplayBatch:
+        """Sample positions and build their unrolled targets (:meth:`make_targets`)."""
+        slots, weights = self.sample_indices(batch_size, rng, beta)
+        return self.make_targets(slots, weights, config, rng)
+
+    def make_targets(
+        self, slots: np.ndarray, weights: np.ndarray, config: TargetConfig, rng: np.random.Generator
+    ) -> ReplayBatch:
+        """Unrolled targets of stored transitions (see :class:`ReplayBatch`), without a loop over samples.
+
+        Beyond the end of a terminated episode the state is absorbing (reward and value 0, no policy);
+        beyond the end of a cut segment the value and value-prefix targets are masked. Actions beyond the
+        end are drawn uniformly at random.
+        """
+        assert self._frames is not None
+        unroll, td, k, discount = config.num_unroll_steps, config.td_steps, self.frame_stack, config.discount
+        batch = len(slots)
+        position = self._position[slots].astype(np.int64)
+        length = self._length[slots].astype(np.int64)[:, None]
+        terminated = self._terminated[slots][:, None]
+        first_slot = (slots - position) % self.capacity
+        n = np.full(batch, td, dtype=np.int64)
+        if config.auto_td_period:
+            age = self.total_added - self._ids[slots]
+            n = np.clip(td - age // config.auto_td_period, 1, td)
+        steps = np.arange(unroll + 1)
+        q = position[:, None] + steps  # (B, K + 1) positions of the unroll
+        inside = q < length
+        at_q = (first_slot[:, None] + np.minimum(q, length - 1)) % self.capacity
+        actions = np.where(inside[:, :unroll], self._actions[at_q[:, :unroll]], rng.integers(self.num_actions, size=(batch, unroll)))
+        stop = np.minimum(q + n[:, None], length)
+        horizon = np.arange(td)
+        reward_position = q[..., None] + horizon  # (B, K + 1, td)
+        reward_slots = (first_slot[:, None, None] + np.minimum(reward_position, length[..., None] - 1)) % self.capacity
+        rewards = np.where(reward_position < stop[..., None], self._rewards[reward_slots], 0.0)
+        returns = (rewards * discount ** horizon).sum(-1).astype(np.float32)
+        bootstrap_discount = np.where(
+            (stop == length) & terminated, 0.0, discount ** np.maximum(stop - q, 0).astype(np.float64)
+        )
+        value_mask = (q <= length) | terminated
+        bootstrap_discount = np.where(value_mask, bootstrap_discount, 0.0).astype(np.float32)
+        step_rewards = np.where(inside[:, :unroll], self._rewards[at_q[:, :unroll]], 0.0)
+        prefix = np.zeros((batch, unroll), dtype=np.float32)
+        for start in range(0, unroll, config.lstm_horizon):  # EfficientZero's LSTM horizon: a few groups
+            end = min(start + config.lstm_horizon, unroll)
+            prefix[:, start:end] = np.cumsum(step_rewards[:, start:end], axis=1)
+        window = np.arange(unroll + td + k)  # frames p - k + 1 .. p + K + td, clipped to the segment
+        frame_index = np.minimum(position[:, None] + window, length + k - 1)
+        frames = self._frames[(self._frame_start[slots][:, None] + frame_index) % self.frame_capacity]
+        return ReplayBatch(
+            frames=frames,
+            policy_offset=np.minimum(q, length) - position[:, None],
+            bootstrap_offset=stop - position[:, None],
+            actions=actions.astype(np.int64),
+            consistency_mask=(q[:, 1:] <= length).astype(np.float32),
+            target_value_prefix=prefix,
+            value_prefix_mask=(inside[:, :unroll] | terminated).astype(np.float32),
+            returns=returns,
+            bootstrap_discount=bootstrap_discount,
+            value_mask=value_mask.astype(np.float32),
+            policy_valid=inside,
+            stored_policy=np.where(inside[..., None], self._policies[at_q], 0.0).astype(np.float32),
+            stored_policy_mask=(inside & self._has_policy[at_q]).astype(np.float32),
+            weights=np.asarray(weights, dtype=np.float32),
+            slots=np.asarray(slots),
+            ids=self._ids[slots].copy(),
         )
 
-    def state_arrays(self) -> dict[str, Any]:
-        """The buffer as plain arrays, for :func:`numpy.savez`."""
+    # ----------------------------------------------------------------- plain arrays
+    def state_arrays(self, unfinished: list[GameSegment] | tuple[GameSegment, ...] = ()) -> dict[str, Any]:
+        """The buffer as plain arrays, for :func:`numpy.savez`.
+
+        :param unfinished: running segments (:meth:`GameWriter.unfinished`) saved after the stored ones,
+            as cut segments at the current maximum priority
+        """
+        games = self.segments()
+        priorities = [self.priorities()] if games else []
+        ids = [self._ids[slot] for slot, _, _, _ in self._segments]
+        current = float(self._priorities[self._live].max()) if self._num_transitions else 1.0
+        next_id = self.total_added
+        for game in unfinished:
+            games.append(game)
+            priorities.append(np.full(len(game), current))
+            ids.append(next_id)
+            next_id += len(game)
         out: dict[str, Any] = {
             "capacity": np.asarray(self.capacity),
             "alpha": np.asarray(self.alpha),
             "eps": np.asarray(self.eps),
-            "num_games": np.asarray(len(self.games)),
-            "total_added": np.asarray(self.total_added),
-            "max_priority": np.asarray(self.max_priority),
+            "frame_stack": np.asarray(self.frame_stack),
+            "total_added": np.asarray(next_id),
+            "lengths": np.asarray([len(game) for game in games], dtype=np.int64),
+            "start_ids": np.asarray(ids, dtype=np.int64),
+            "terminated": np.asarray([game.terminated for game in games], dtype=bool),
         }
-        for i, game in enumerate(self.games):
-            for key, value in game.to_arrays().items():
-                out[f"game{i}/{key}"] = value
+        if games:
+            out.update(
+                frames=np.concatenate([game.frames for game in games]),
+                actions=np.concatenate([game.actions for game in games]),
+                rewards=np.concatenate([game.rewards for game in games]),
+                policies=np.concatenate([game.policies for game in games]),
+                has_policy=np.concatenate([game.has_policy for game in games]),
+                priorities=np.concatenate(priorities),
+            )
         return out
 
     @classmethod
     def from_arrays(cls, arrays: Any) -> PrioritizedGameBuffer:
         """Inverse of :meth:`state_arrays` (``arrays``: a mapping such as an ``NpzFile``)."""
-        buffer = cls(int(arrays["capacity"]), float(arrays["alpha"]), float(arrays["eps"]))
-        for i in range(int(arrays["num_games"])):
-            prefix = f"game{i}/"
-            keys = (
-                "observations", "actions", "rewards", "policies", "has_policy", "terminated", "priorities", "start_id"
-            )
-            game = GameSegment.from_arrays({key: arrays[prefix + key] for key in keys})
-            buffer.games.append(game)
-            buffer.num_transitions += len(game)
+        frame_stack = int(arrays["frame_stack"])
+        buffer = cls(int(arrays["capacity"]), float(arrays["alpha"]), float(arrays["eps"]), frame_stack)
+        lengths = np.asarray(arrays["lengths"], dtype=np.int64)
+        if len(lengths):
+            frames, actions, rewards = arrays["frames"], arrays["actions"], arrays["rewards"]
+            policies, has_policy, priorities = arrays["policies"], arrays["has_policy"], arrays["priorities"]
+            transition, frame = 0, 0
+            for length, start_id, terminated in zip(lengths, arrays["start_ids"], arrays["terminated"]):
+                span = slice(transition, transition + length)
+                game = GameSegment(
+                    frames[frame : frame + length + frame_stack], actions[span], rewards[span], policies[span],
+                    has_policy[span], bool(terminated), frame_stack,
+                )
+                buffer.add(game, priorities[span], int(start_id))
+                transition += length
+                frame += length + frame_stack
         buffer.total_added = int(arrays["total_added"])
-        buffer.max_priority = float(arrays["max_priority"])
         return buffer
-
-
-def make_targets(
-    games: list[GameSegment],
-    positions: np.ndarray,
-    weights: np.ndarray,
-    num_unroll_steps: int,
-    td_steps: int,
-    discount: float,
-    lstm_horizon: int,
-    rng: np.random.Generator,
-    total_added: int = 0,
-    auto_td_period: int | None = None,
-) -> ReplayBatch:
-    """Unrolled targets for given positions (see :class:`ReplayBatch`).
-
-    Beyond the end of a terminated episode the state is absorbing (reward and value 0, no policy);
-    beyond the end of a cut segment the value and value-prefix targets are masked. Actions beyond the
-    end are drawn uniformly at random.
-    """
-    if td_steps < 1:
-        raise ValueError(f"td_steps must be >= 1, got {td_steps}")
-    batch = len(games)
-    unroll = num_unroll_steps
-    num_actions = games[0].policies.shape[1]
-    obs_shape = games[0].observations.shape[1:]
-    obs_dtype = games[0].observations.dtype
-    obs = np.empty((batch, *obs_shape), dtype=obs_dtype)
-    target_obs = np.empty((batch, unroll, *obs_shape), dtype=obs_dtype)
-    bootstrap_obs = np.empty((batch, unroll + 1, *obs_shape), dtype=obs_dtype)
-    policy_obs = np.empty((batch, unroll + 1, *obs_shape), dtype=obs_dtype)
-    actions = rng.integers(num_actions, size=(batch, unroll))
-    consistency_mask = np.zeros((batch, unroll), dtype=np.float32)
-    target_value_prefix = np.zeros((batch, unroll), dtype=np.float32)
-    value_prefix_mask = np.zeros((batch, unroll), dtype=np.float32)
-    returns = np.zeros((batch, unroll + 1), dtype=np.float32)
-    bootstrap_discount = np.zeros((batch, unroll + 1), dtype=np.float32)
-    value_mask = np.zeros((batch, unroll + 1), dtype=np.float32)
-    policy_valid = np.zeros((batch, unroll + 1), dtype=bool)
-    stored_policy = np.zeros((batch, unroll + 1, num_actions), dtype=np.float32)
-    stored_policy_mask = np.zeros((batch, unroll + 1), dtype=np.float32)
-    for i, (game, start) in enumerate(zip(games, positions)):
-        length = len(game)
-        n = td_steps
-        if auto_td_period:
-            age = total_added - (game.start_id + int(start))
-            n = int(np.clip(td_steps - age // auto_td_period, 1, td_steps))
-        obs[i] = game.observations[start]
-        for u in range(unroll + 1):
-            p = start + u
-            policy_obs[i, u] = game.observations[min(p, length)]
-            bootstrap_obs[i, u] = game.observations[min(p + n, length)]
-            if u > 0:
-                target_obs[i, u - 1] = game.observations[min(p, length)]
-                consistency_mask[i, u - 1] = float(p <= length)
-            if p < length:
-                if u < unroll:
-                    actions[i, u] = game.actions[p]
-                stop = min(p + n, length)
-                steps = np.arange(stop - p)
-                returns[i, u] = float(np.sum(game.rewards[p:stop] * discount**steps))
-                bootstrap_discount[i, u] = 0.0 if (stop == length and game.terminated) else discount ** (stop - p)
-                value_mask[i, u] = 1.0
-                policy_valid[i, u] = True
-                stored_policy[i, u] = game.policies[p]
-                stored_policy_mask[i, u] = float(game.has_policy[p])
-            elif p == length or game.terminated:
-                # at the end of a segment: 0 if terminal, else the bootstrap value of the last observation
-                bootstrap_discount[i, u] = 0.0 if game.terminated else 1.0
-                value_mask[i, u] = 1.0
-        prefix = 0.0
-        for u in range(unroll):
-            if u % lstm_horizon == 0:
-                prefix = 0.0
-            p = start + u
-            if p < length:
-                prefix += float(game.rewards[p])
-            target_value_prefix[i, u] = prefix
-            value_prefix_mask[i, u] = float(p < length or game.terminated)
-    return ReplayBatch(
-        obs, actions, target_obs, consistency_mask, target_value_prefix, value_prefix_mask, returns, bootstrap_obs,
-        bootstrap_discount, value_mask, policy_obs, policy_valid, stored_policy, stored_policy_mask, weights, games,
-        np.asarray(positions),
-    )

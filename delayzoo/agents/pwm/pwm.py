@@ -482,15 +482,6 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self.replay_buffer.device = self.device
         self.replay_buffer.mark_episode_starts()
 
-    def _init_to_json(self, init: dict[str, Any]) -> dict[str, Any]:
-        """Store ``train_freq`` (a ``TrainFreq`` once set up) as ``[frequency, unit]``."""
-        return {**init, "train_freq": [int(self.train_freq.frequency), self.train_freq.unit.value]}
-
-    @classmethod
-    def _init_from_json(cls, init: dict[str, Any]) -> dict[str, Any]:
-        """Read ``train_freq`` back as the ``(frequency, unit)`` tuple the constructor takes."""
-        return {**init, "train_freq": tuple(init["train_freq"])}
-
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return [
             "policy",

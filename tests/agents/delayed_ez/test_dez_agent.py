@@ -7,10 +7,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ, random_intensity, random_shift
+from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
+from delayzoo.agents.delayed_ez.losses import random_intensity, random_shift
+from delayzoo.wrappers.atari import FrameStack
 from delayzoo.wrappers import ConstantDelay, ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
 FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=10,
@@ -38,7 +39,7 @@ def test_smoke_learn_and_predict(policy, kind, delay, toy, tiny_mlp, tiny_conv):
     model.learn(40)
     assert model.num_timesteps == 40
     assert model._n_updates > 0 and len(model.replay_buffer) > 0
-    stored = model.replay_buffer.games[0].observations
+    stored = model.replay_buffer.segments()[0].observations
     assert stored.shape[1:] == ((3, 12, 12) if image else (4,))  # the plain observation part, channel-first
     obs, _ = env.reset(seed=3)
     action, state = model.predict(obs, deterministic=True)
@@ -51,7 +52,8 @@ def test_oblivious_baseline_trains_under_delay(tiny_mlp, toy):
     model = _agent("MultiInputPolicy", _delayed(toy("vector"), RandomWalkDelay(3)), tiny_mlp, forward_model=False)
     model.learn(24)
     assert model._n_updates > 0 and not model.policy.forward_model
-    assert any(not np.allclose(game.priorities, game.priorities[0]) for game in model.replay_buffer.games)
+    priorities = model.replay_buffer.priorities()
+    assert not np.allclose(priorities, priorities[0])
 
 
 def test_updates_change_the_weights_and_refresh_the_target_network(tiny_mlp, toy):
@@ -68,9 +70,11 @@ def test_updates_change_the_weights_and_refresh_the_target_network(tiny_mlp, toy
         torch.testing.assert_close(model.policy.target_network.state_dict()[key], value)
 
 
-def test_replay_stores_the_executed_actions(tiny_mlp, toy):
+@pytest.mark.parametrize("forward_model", [True, False], ids=["forward-stores-executed", "oblivious-stores-decided"])
+def test_replay_stores_executed_actions_with_the_forward_model_and_decided_ones_without(tiny_mlp, toy, forward_model):
     env = _delayed(toy("vector", episode_length=10), ConstantDelay(2))
-    model = _agent("MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50)
+    model = _agent("MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50, forward_model=forward_model)
+    assert model.replay_actions == ("executed" if forward_model else "decided")
     decided = []
     act = model.policy.act
 
@@ -81,10 +85,64 @@ def test_replay_stores_the_executed_actions(tiny_mlp, toy):
 
     model.policy.act = recording_act
     model.learn(10)
-    game = model.replay_buffer.games[0]
-    np.testing.assert_array_equal(game.actions, [0, 0] + decided[:8])  # noop fillers, then a_{t-2}
-    # the search of decision t was rooted at step t + 2
-    np.testing.assert_array_equal(game.has_policy, [False, False] + [True] * 8)
+    game = model.replay_buffer.segments()[0]
+    if forward_model:
+        np.testing.assert_array_equal(game.actions, [0, 0] + decided[:8])  # noop fillers, then a_{t-2}
+        # the search of decision t was rooted at step t + 2
+        np.testing.assert_array_equal(game.has_policy, [False, False] + [True] * 8)
+    else:
+        np.testing.assert_array_equal(game.actions, decided)  # the paper's Oblivious-EZ
+        np.testing.assert_array_equal(game.has_policy, [True] * 10)  # rooted at the current observation
+
+
+def test_executed_actions_can_train_the_oblivious_baseline(tiny_mlp, toy):
+    model = _agent("MultiInputPolicy", _delayed(toy("vector"), ConstantDelay(2)), tiny_mlp, forward_model=False,
+                   replay_actions="executed", learning_starts=1000, segment_length=50)
+    model.learn(15)
+    np.testing.assert_array_equal(model.replay_buffer.segments()[0].actions[:2], [0, 0])
+
+
+def test_rewards_are_clipped_for_learning_but_scores_stay_raw(tiny_mlp, toy):
+    class Scaled(gym.RewardWrapper):
+        def reward(self, reward):
+            return 7.0 * reward - 2.0
+
+    model = _agent("MlpPolicy", Scaled(toy("vector", episode_length=6)), tiny_mlp, clip_reward=True, learning_starts=1000)
+    model.learn(12)
+    stored = np.concatenate([game.rewards for game in model.replay_buffer.segments()])
+    assert set(stored) <= {-1.0, 1.0} and len(stored) == 12
+    scores = [info["r"] for info in model.ep_info_buffer]
+    assert len(scores) == 2 and sum(scores) == pytest.approx(sum(5.0 if r > 0 else -2.0 for r in stored))
+    bounded = _agent("MlpPolicy", Scaled(toy("vector", episode_length=6)), tiny_mlp, clip_reward=3, learning_starts=1000)
+    bounded.learn(12)
+    assert set(np.concatenate([g.rewards for g in bounded.replay_buffer.segments()])) <= {-2.0, 3.0}
+
+
+def test_learning_rate_warms_up_then_decays_stepwise(tiny_mlp, toy):
+    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, learning_rate=0.2, lr_warmup_steps=10, lr_decay_steps=100,
+                   lr_decay_rate=0.1)
+    rates = {}
+    for n in (0, 4, 9, 10, 109, 110, 210):
+        model._n_updates = n
+        rates[n] = model._learning_rate_now()
+    assert rates[0] == pytest.approx(0.02) and rates[4] == pytest.approx(0.1) and rates[9] == pytest.approx(0.2)
+    assert rates[10] == rates[109] == pytest.approx(0.2)
+    assert rates[110] == pytest.approx(0.02) and rates[210] == pytest.approx(0.002)
+
+
+def test_final_updates_run_after_the_last_env_step(tiny_mlp, toy):
+    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, final_updates=5)
+    model.learn(24)
+    assert model.num_timesteps == 24 and model._n_updates == (24 - 16) + 5
+
+
+def test_frame_stack_is_read_from_the_env_and_frames_are_stored_once(tiny_conv, toy):
+    model = _agent("CnnPolicy", FrameStack(toy("image"), 3), tiny_conv, learning_starts=1000)
+    assert model.frame_stack == 3 and model.observation_space.shape == (9, 12, 12)
+    model.learn(15)
+    assert model.replay_buffer.frame_shape == (3, 12, 12)
+    game = model.replay_buffer.segments()[0]
+    assert len(game.frames) == len(game) + 3
 
 
 def test_all_envs_act_through_one_batched_search(tiny_mlp, toy):
@@ -100,24 +158,6 @@ def test_all_envs_act_through_one_batched_search(tiny_mlp, toy):
     model.policy.mcts.search = spy
     model.learn(12)
     assert model.num_timesteps == 12 and sizes == [2] * 6
-
-
-def test_save_load_gives_the_same_predict_with_the_same_seed(tmp_path, tiny_mlp, toy):
-    env = _delayed(toy("vector"), RandomWalkDelay(3))
-    model = _agent("MultiInputPolicy", env, tiny_mlp)
-    model.learn(24)
-    model.save(tmp_path / "dez.zip")
-    loaded = DelayedEZ.load(tmp_path / "dez.zip")
-    for key, value in model.policy.state_dict().items():
-        torch.testing.assert_close(loaded.policy.state_dict()[key], value)
-    observations = [env.reset(seed=s)[0] for s in range(5)]
-    for deterministic in (True, False):
-        model.set_random_seed(7)
-        loaded.set_random_seed(7)
-        first = [model.predict(o, deterministic=deterministic)[0] for o in observations]
-        second = [loaded.predict(o, deterministic=deterministic)[0] for o in observations]
-        np.testing.assert_array_equal(first, second)
-    assert loaded.num_simulations == model.num_simulations and loaded.forward_model
 
 
 def test_saved_model_is_plain_data_and_loads_without_unpickling(tmp_path, tiny_mlp, toy, monkeypatch):
@@ -166,44 +206,41 @@ def test_saving_refuses_an_optimizer_outside_torch_optim(tmp_path, tiny_mlp, toy
         model.save(tmp_path / "dez.zip")
 
 
-def test_replay_buffer_save_load_round_trip(tmp_path, tiny_mlp, toy):
-    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, learning_starts=1000)
-    model.learn(30)
-    model.save_replay_buffer(tmp_path / "buffer.npz")
-    other = _agent("MlpPolicy", toy("vector"), tiny_mlp)
-    other.load_replay_buffer(tmp_path / "buffer.npz")
-    assert len(other.replay_buffer) == len(model.replay_buffer) > 0
-    for a, b in zip(model.replay_buffer.games, other.replay_buffer.games):
-        np.testing.assert_array_equal(a.observations, b.observations)
-        np.testing.assert_array_equal(a.policies, b.policies)
-
-
-def test_callbacks_progress_bar_and_tensorboard(tmp_path, tiny_mlp, toy):
-    class Count(BaseCallback):
-        def __init__(self):
-            super().__init__()
-            self.steps = 0
-
-        def _on_step(self) -> bool:
-            self.steps += 1
-            return self.steps < 10
-
-    counter = Count()
-    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, tensorboard_log=str(tmp_path))
-    model.learn(50, callback=counter, progress_bar=True, log_interval=1)
-    assert counter.steps == 10 and model.num_timesteps == 10
-    assert any(tmp_path.rglob("events.out.tfevents*"))
-
-
 def test_training_at_batch_size_one(tiny_conv, toy):
     model = _agent("CnnPolicy", toy("image"), tiny_conv, batch_size=1)
     model.learn(20)
     assert model._n_updates > 0
 
 
-def test_continuous_actions_are_refused():
-    with pytest.raises(ValueError, match="Discrete action space"):
-        DelayedEZ("MlpPolicy", gym.make("Pendulum-v1"))
+@pytest.mark.parametrize(
+    "space, match",
+    [(gym.spaces.Box(-1, 1, (2,)), "Box"), (gym.spaces.MultiDiscrete([2, 3]), "MultiDiscrete")],
+    ids=["box", "multidiscrete"],
+)
+def test_non_discrete_action_spaces_are_refused_naming_the_space(space, match, toy):
+    env = toy("vector")
+    env.action_space = space
+    with pytest.raises(ValueError, match=match):
+        DelayedEZ("MlpPolicy", env)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(frame_stack=0), ValueError, "frame_stack"),
+        (dict(frame_stack=2.0), TypeError, "frame_stack"),
+        (dict(frame_stack=2), ValueError, "frame_stack=2"),  # the env does not stack frames that way
+        (dict(replay_actions="intended"), ValueError, "'intended'"),
+        (dict(clip_reward="sign"), TypeError, "'sign'"),
+        (dict(clip_reward=-1.0), ValueError, "-1.0"),
+        (dict(num_simulations=0), ValueError, "num_simulations"),
+        (dict(reanalyze_ratio=1.5), ValueError, "reanalyze_ratio"),
+        (dict(lr_decay_steps=0), ValueError, "lr_decay_steps"),
+    ],
+)
+def test_bad_arguments_raise_naming_the_value(kwargs, error, match, tiny_conv, toy):
+    with pytest.raises(error, match=match):
+        _agent("CnnPolicy", FrameStack(toy("image"), 3), tiny_conv, **kwargs)
 
 
 def test_delay_without_the_pending_view_is_refused(toy):
@@ -235,20 +272,29 @@ def test_random_intensity_scales_each_image_within_ten_percent():
     assert factors.min() >= 0.9 and factors.max() <= 1.1 and factors.std() > 0.02
 
 
-def test_replay_buffer_of_another_env_is_refused(tmp_path, tiny_mlp, toy):
-    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, learning_starts=1000)
-    model.learn(30)
+def test_prefetching_the_next_round_in_a_thread_stays_reproducible(tiny_mlp, toy):
+    runs = []
+    for _ in range(2):
+        model = _agent("MlpPolicy", toy("vector"), tiny_mlp, gradient_steps=2, prefetch=True)
+        model.learn(30)
+        assert model._prefetched is None  # no thread outlives learn
+        runs.append(model.policy.network.state_dict())
+    for key, value in runs[0].items():
+        torch.testing.assert_close(runs[1][key], value)
+    model.train(2, 4)
+    assert model._prefetched is not None and len(model._prefetched.batches) == 2
+    model.train(2, 4)  # uses the prefetched batches
+    assert model._n_updates == 2 * (30 - 16) + 4
+
+
+def test_saved_replay_buffer_keeps_the_running_episodes_and_loading_checks_the_shapes(tmp_path, tiny_mlp, tiny_conv, toy):
+    model = _agent("MlpPolicy", toy("vector", episode_length=50), tiny_mlp, learning_starts=1000, segment_length=40)
+    model.learn(10)
+    assert len(model.replay_buffer) == 0  # no segment finished yet
     model.save_replay_buffer(tmp_path / "buffer.npz")
-    other = _agent("MlpPolicy", gym.make("Acrobot-v1"), tiny_mlp)  # 6 entries, 3 actions
-    with pytest.raises(ValueError, match=r"game 0 observations has shape \(\d+, 4\), expected \(\d+, 6\)"):
-        other.load_replay_buffer(tmp_path / "buffer.npz")
-    with np.load(tmp_path / "buffer.npz") as data:
-        arrays = {key: data[key] for key in data.files}
-    arrays["game0/actions"] = arrays["game0/actions"] + 7
-    np.savez(tmp_path / "crafted.npz", **arrays)
-    with pytest.raises(ValueError, match="game 0 has actions outside Discrete"):
-        model.load_replay_buffer(tmp_path / "crafted.npz")
-    arrays["game0/actions"] = arrays["game0/actions"] - 7
-    np.savez(tmp_path / "crafted.npz", **{**arrays, "total_added": np.asarray(1)})
-    with pytest.raises(ValueError, match="total_added=1 is below"):
-        model.load_replay_buffer(tmp_path / "crafted.npz")
+    other = _agent("MlpPolicy", toy("vector"), tiny_mlp)
+    other.load_replay_buffer(tmp_path / "buffer.npz")
+    assert len(other.replay_buffer) == 10 and not other.replay_buffer.segments()[0].terminated
+    images = _agent("CnnPolicy", toy("image"), tiny_conv)
+    with pytest.raises(ValueError, match=r"shape \(4,\), the model takes \(3, 12, 12\)"):
+        images.load_replay_buffer(tmp_path / "buffer.npz")

@@ -35,7 +35,9 @@ def test_every_yaml_entry_builds_its_model():
         env = StackedFrames() if name == "atari" else gym.make(name)
         model = DelayedEZ(entry["policy"], env, **kwargs)
         for key, value in kwargs.items():
-            if key != "policy_kwargs":
+            if key not in ("policy_kwargs", "train_freq"):
                 assert getattr(model, key) == value, key
+        assert model.train_freq.frequency == kwargs["train_freq"]
         if name == "atari":
             assert model.policy.network.latent_shape == (64, 6, 6) and model.num_simulations == 50
+            assert model.clip_reward is True and not model.policy.network.config.state_norm

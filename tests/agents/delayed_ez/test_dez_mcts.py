@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import delayzoo.ctree
+from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.mcts import MCTS
 from delayzoo.agents.delayed_ez.networks import RecurrentOutput
 from delayzoo.ctree import ptree
@@ -41,7 +42,7 @@ class ChainNet:
 @pytest.mark.parametrize("horizon", [1, 3, 5])
 def test_value_prefix_lstm_resets_below_depths_multiple_of_horizon(horizon):
     net = ChainNet()
-    MCTS(1, num_simulations=12, lstm_horizon=horizon).search(
+    MCTS(1, SearchConfig(num_simulations=12, lstm_horizon=horizon)).search(
         net, torch.zeros(2, 1), torch.zeros(2, 1), np.random.default_rng(0), add_noise=False
     )
     assert sorted({d for d, _ in net.calls}) == list(range(12))
@@ -50,12 +51,12 @@ def test_value_prefix_lstm_resets_below_depths_multiple_of_horizon(horizon):
 
 
 def test_non_finite_model_output_raises():
-    with pytest.raises(ValueError, match="non-finite value .* simulation 3"):
-        MCTS(1, num_simulations=5).search(
+    with pytest.raises(ValueError, match="non-finite value.*simulation 3"):
+        MCTS(1, SearchConfig(num_simulations=5)).search(
             ChainNet(nan_at_depth=3), torch.zeros(1, 1), torch.zeros(1, 1), np.random.default_rng(0), False
         )
     with pytest.raises(ValueError, match="non-finite root policy logits"):
-        MCTS(1, num_simulations=5).search(
+        MCTS(1, SearchConfig(num_simulations=5)).search(
             ChainNet(), torch.zeros(1, 1), torch.full((1, 1), float("inf")), np.random.default_rng(0), False
         )
 
@@ -89,7 +90,7 @@ def test_batched_search_expands_each_root_from_its_own_nodes(tree):
     net = PathNet()
     roots = torch.tensor([[0, 0], [1, 0], [2, 0], [3, 0]], dtype=torch.float64)
     logits = torch.tensor([[1.0, 0.0, -1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 2.0], [0.5, 0.5, 0.0]])
-    out = MCTS(3, num_simulations=20, tree=tree).search(net, roots, logits, np.random.default_rng(0), False)
+    out = MCTS(3, SearchConfig(num_simulations=20), tree=tree).search(net, roots, logits, np.random.default_rng(0), False)
     assert out.visits.shape == (4, 3) and (out.visits.sum(1) == 20).all()
     assert len(net.calls) == 4 * 20
     expanded = {b: {0} for b in range(4)}
@@ -117,7 +118,7 @@ def test_dirichlet_noise_only_when_asked():
 
     names = ("MinMaxStatsList", "SearchResults", "batch_traverse", "batch_backpropagate")
     spy = SimpleNamespace(**{name: getattr(ptree, name) for name in names}, Roots=SpyRoots)
-    mcts = MCTS(3, num_simulations=4, exploration_fraction=0.25, tree=spy)
+    mcts = MCTS(3, SearchConfig(num_simulations=4, exploration_fraction=0.25), tree=spy)
     roots = torch.zeros(5, 2, dtype=torch.float64)
     mcts.search(PathNet(), roots, torch.zeros(5, 3), np.random.default_rng(0), add_noise=False)
     mcts.search(PathNet(), roots, torch.zeros(5, 3), np.random.default_rng(0), add_noise=True)
@@ -130,6 +131,61 @@ def test_dirichlet_noise_only_when_asked():
 
 def test_search_arguments_are_checked():
     with pytest.raises(ValueError, match="num_simulations"):
-        MCTS(2, num_simulations=0)
+        SearchConfig(num_simulations=0)
     with pytest.raises(ValueError, match="lstm_horizon"):
-        MCTS(2, lstm_horizon=0)
+        SearchConfig(lstm_horizon=0)
+    with pytest.raises(TypeError, match="pb_c_base"):
+        SearchConfig(pb_c_base="big")
+    with pytest.raises(ValueError, match="num_actions"):
+        MCTS(0)
+
+
+def _plain_search(mcts: MCTS, network, root_latent, root_logits, rng, add_noise):
+    """The search written plainly (per-root scattered writes, per-simulation copies): the reference for the driver."""
+    config, batch = mcts.config, root_latent.shape[0]
+    noise = rng.dirichlet([config.dirichlet_alpha] * mcts.num_actions, size=batch) if add_noise else None
+    roots = delayzoo.ctree.Roots(batch, mcts.num_actions, config.num_simulations + 1, int(rng.integers(2**31 - 1)))
+    roots.prepare(np.zeros(batch), root_logits.double().numpy(), noise, config.exploration_fraction)
+    minmax, results = delayzoo.ctree.MinMaxStatsList(batch), delayzoo.ctree.SearchResults(batch)
+    latents = {(0, b): root_latent[b] for b in range(batch)}
+    states = {(0, b): (torch.zeros(network.config.lstm_hidden_size),) * 2 for b in range(batch)}
+    depth = {(0, b): 0 for b in range(batch)}
+    for sim in range(1, config.num_simulations + 1):
+        parents, index, actions = delayzoo.ctree.batch_traverse(
+            roots, config.pb_c_init, config.pb_c_base, config.discount, minmax, results
+        )
+        keys = [(int(p), int(b)) for p, b in zip(parents, index)]
+        h = torch.stack([states[k][0] for k in keys]).unsqueeze(0)
+        c = torch.stack([states[k][1] for k in keys]).unsqueeze(0)
+        out = network.recurrent_inference(torch.stack([latents[k] for k in keys]), (h, c), torch.as_tensor(actions))
+        reset = []
+        for b, key in enumerate(keys):
+            depth[(sim, b)] = depth[key] + 1
+            reset.append(depth[(sim, b)] % config.lstm_horizon == 0)
+            latents[(sim, b)] = out.latent[b]
+            keep = 0.0 if reset[-1] else 1.0
+            states[(sim, b)] = (out.lstm_state[0][0, b] * keep, out.lstm_state[1][0, b] * keep)
+        delayzoo.ctree.batch_backpropagate(
+            sim, config.discount, network.to_scalar(out.value_prefix_logits).double().numpy(),
+            network.to_scalar(out.value_logits).double().numpy(), out.policy_logits.double().numpy(), minmax, results,
+            np.array(reset),
+        )
+    return np.asarray(roots.distributions())
+
+
+@pytest.mark.parametrize("add_noise", [False, True])
+def test_driver_gives_the_visit_counts_of_the_plain_search(add_noise):
+    from delayzoo.agents.delayed_ez.networks import build_network
+
+    torch.manual_seed(0)
+    net = build_network((4,), 3, False, latent_dim=8, hidden=(16,), head_hidden=(8,), lstm_hidden_size=8,
+                        proj_hidden=8, proj_out=8, pred_hidden=4, support_size=10).eval()
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.3)  # non-zero heads: values and priors differ
+        root = net.initial_inference(torch.randn(6, 4))
+        mcts = MCTS(3, SearchConfig(num_simulations=25, lstm_horizon=3))
+        fast = mcts.search(net, root.latent, root.policy_logits, np.random.default_rng(5), add_noise).visits
+        plain = _plain_search(mcts, net, root.latent, root.policy_logits, np.random.default_rng(5), add_noise)
+    np.testing.assert_array_equal(fast, plain)
+    assert len({tuple(row) for row in fast}) > 1

@@ -25,7 +25,7 @@ def test_two_hot_targets_decode_to_the_scalar_through_network_to_scalar(tiny_mlp
 
 @pytest.mark.parametrize("downsample, expected", [(False, (4, 12, 12)), (True, (4, 1, 1))])
 def test_conv_network_shapes_and_normalised_latents(tiny_conv, downsample, expected):
-    net = build_network((3, 12, 12), 5, True, 1 / 255, **{**tiny_conv, "downsample": downsample})
+    net = build_network((3, 12, 12), 5, True, 1 / 255, **{**tiny_conv, "downsample": downsample, "state_norm": True})
     assert net.latent_shape == expected
     obs = torch.randint(0, 256, (6, 3, 12, 12), dtype=torch.uint8)
     out = net.initial_inference(obs)
@@ -40,6 +40,13 @@ def test_conv_network_shapes_and_normalised_latents(tiny_conv, downsample, expec
     assert rec.lstm_state[0].shape == (1, 6, 8)
     assert rec.value_prefix_logits.shape == (6, 21)
     assert net.project(rec.latent).shape == (6, 8)
+
+
+def test_latent_normalisation_is_off_for_the_conv_network_as_in_efficientzero(tiny_conv, tiny_mlp):
+    conv = build_network((3, 12, 12), 5, True, 1 / 255, **tiny_conv)
+    assert not conv.config.state_norm and build_network((4,), 2, False, **tiny_mlp).config.state_norm
+    obs = torch.randint(0, 256, (6, 3, 12, 12), dtype=torch.uint8)
+    torch.testing.assert_close(conv.represent(obs), conv.representation(obs.float() / 255))
 
 
 def test_paper_sizes_by_default():

@@ -1,0 +1,91 @@
+"""The two configuration objects of DelayedEZ: how to search, and how to build training targets.
+
+:class:`~delayzoo.agents.delayed_ez.delayed_ez.DelayedEZ` builds them from its constructor keywords
+and hands them on unchanged: :class:`SearchConfig` to the policy and its
+:class:`~delayzoo.agents.delayed_ez.mcts.MCTS`, :class:`TargetConfig` to the replay's target builder
+and the reanalysis. Each hyperparameter is declared and checked here, once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from typing import Any
+
+__all__ = ["SearchConfig", "TargetConfig"]
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+
+
+def _check_real(name: str, value: Any, low: float, high: float, low_open: bool = False) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+    if not (low < value if low_open else low <= value) or not value <= high:
+        raise ValueError(f"{name} must be in {'(' if low_open else '['}{low}, {high}], got {value}")
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """EfficientZero's batched pUCT search (defaults: the paper's Atari values).
+
+    :param num_simulations: simulations per search (each expands one node per root)
+    :param discount: discount of the backed-up values
+    :param pb_c_base: pUCT c2
+    :param pb_c_init: pUCT c1
+    :param dirichlet_alpha: root noise concentration (training only)
+    :param exploration_fraction: root noise weight (training only)
+    :param lstm_horizon: the value-prefix LSTM restarts below nodes at depths that are multiples of this
+    """
+
+    num_simulations: int = 50
+    discount: float = 0.997**4
+    pb_c_base: float = 19652.0
+    pb_c_init: float = 1.25
+    dirichlet_alpha: float = 0.3
+    exploration_fraction: float = 0.25
+    lstm_horizon: int = 5
+
+    def __post_init__(self) -> None:
+        _check_int("num_simulations", self.num_simulations, 1)
+        _check_int("lstm_horizon", self.lstm_horizon, 1)
+        _check_real("discount", self.discount, 0.0, 1.0, low_open=True)
+        _check_real("pb_c_base", self.pb_c_base, 0.0, float("inf"), low_open=True)
+        _check_real("pb_c_init", self.pb_c_init, 0.0, float("inf"))
+        _check_real("dirichlet_alpha", self.dirichlet_alpha, 0.0, float("inf"), low_open=True)
+        _check_real("exploration_fraction", self.exploration_fraction, 0.0, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetConfig:
+    """EfficientZero's unrolled training targets (defaults: the paper's Atari values).
+
+    :param num_unroll_steps: model unroll steps per sample (K)
+    :param td_steps: n of the n-step value targets
+    :param discount: discount of the value targets
+    :param lstm_horizon: value-prefix targets restart every this many unroll steps
+    :param reanalyze_ratio: fraction of each batch whose policy targets come from a fresh search with
+        the target network
+    :param auto_td_period: adaptive horizon: ``td_steps`` shrinks by one per this many transitions of
+        age, never below 1 (``None``: fixed horizon)
+    """
+
+    num_unroll_steps: int = 5
+    td_steps: int = 5
+    discount: float = 0.997**4
+    lstm_horizon: int = 5
+    reanalyze_ratio: float = 0.99
+    auto_td_period: int | None = 30_000
+
+    def __post_init__(self) -> None:
+        _check_int("num_unroll_steps", self.num_unroll_steps, 1)
+        _check_int("td_steps", self.td_steps, 1)
+        _check_int("lstm_horizon", self.lstm_horizon, 1)
+        _check_real("discount", self.discount, 0.0, 1.0, low_open=True)
+        _check_real("reanalyze_ratio", self.reanalyze_ratio, 0.0, 1.0)
+        if self.auto_td_period is not None:
+            _check_int("auto_td_period", self.auto_td_period, 1)

@@ -1,0 +1,140 @@
+"""The Stable-Baselines3 contract, checked the same way for both agents: learn, predict, save/load,
+replay buffer save/load, callbacks (progress bar, tensorboard) and several envs."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.logger import KVWriter, Logger
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
+
+from delayzoo import PWM, DelayedEZ
+
+PWM_FAST = dict(
+    buffer_size=400, learning_starts=16, batch_size=3, sequence_length=6, imagination_horizon=3,
+    policy_kwargs=dict(
+        world_model_kwargs=dict(stoch=4, classes=4, cnn_channels=(4, 8), mlp_units=16, mlp_layers=1, seq_width=16,
+                                seq_cells=1, seq_heads=2, reward_bins=21),
+        actor_critic_kwargs=dict(units=16, layers=1, value_bins=21),
+    ),
+)
+DEZ_FAST = dict(
+    learning_starts=16, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=10, reanalyze_ratio=0.5,
+    target_update_interval=5,
+    policy_kwargs=dict(net_kwargs=dict(latent_dim=8, hidden=(16,), head_hidden=(8,), lstm_hidden_size=8, proj_hidden=8,
+                                       proj_out=8, pred_hidden=4, support_size=10)),
+)
+AGENTS: dict[str, tuple[type[BaseAlgorithm], dict[str, Any]]] = {"pwm": (PWM, PWM_FAST), "delayed_ez": (DelayedEZ, DEZ_FAST)}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(params=sorted(AGENTS))
+def make(request) -> Callable[..., BaseAlgorithm]:
+    """``make(env=None, **overrides)``: a tiny agent on CartPole-v1 (seed 0, CPU)."""
+    algorithm, fast = AGENTS[request.param]
+
+    def build(env: Any = None, **overrides: Any) -> BaseAlgorithm:
+        return algorithm("MlpPolicy", env or gym.make("CartPole-v1"), seed=0, device="cpu", **{**fast, **overrides})
+
+    return build
+
+
+class Recorder(KVWriter):
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, key_values, key_excluded, step=0):
+        self.records.append(dict(key_values))
+
+
+def test_is_an_sb3_off_policy_algorithm_whose_learn_returns_itself_and_logs(make):
+    model = make()
+    assert isinstance(model, OffPolicyAlgorithm)
+    recorder = Recorder()
+    model.set_logger(Logger(folder=None, output_formats=[recorder]))
+    assert model.learn(48, log_interval=1) is model
+    assert model.num_timesteps == 48 and model._n_updates > 0
+    keys = set().union(*recorder.records)
+    assert {"train/n_updates", "time/total_timesteps", "rollout/ep_rew_mean"} <= keys
+    obs, _ = gym.make("CartPole-v1").reset(seed=0)
+    action, state = model.predict(obs, deterministic=True)
+    assert model.action_space.contains(int(action))
+    actions, _ = model.predict(np.stack([obs, obs]), deterministic=True)
+    assert actions.shape == (2,)
+
+
+def test_save_load_gives_the_same_predictions_and_training_continues(make, tmp_path):
+    model = make().learn(32)
+    model.save(tmp_path / "model.zip")
+    loaded = type(model).load(tmp_path / "model.zip", env=gym.make("CartPole-v1"), device="cpu")
+    for name, tensor in model.policy.state_dict().items():
+        torch.testing.assert_close(loaded.policy.state_dict()[name], tensor)
+    assert loaded.num_timesteps == 32 and loaded._n_updates == model._n_updates
+    assert loaded.train_freq == model.train_freq and loaded.batch_size == model.batch_size
+    observations = [gym.make("CartPole-v1").reset(seed=seed)[0] for seed in range(4)]
+    model.set_random_seed(7)
+    loaded.set_random_seed(7)
+    first = [model.predict(obs, deterministic=True)[0] for obs in observations]
+    second = [loaded.predict(obs, deterministic=True)[0] for obs in observations]
+    np.testing.assert_array_equal(first, second)
+    loaded.learn(16, reset_num_timesteps=False)
+    assert loaded.num_timesteps == 48 and loaded._n_updates > model._n_updates
+
+
+def test_load_refuses_a_mismatched_env(make, tmp_path):
+    make().save(tmp_path / "model.zip")
+    with pytest.raises(ValueError, match="spaces do not match"):
+        type(make()).load(tmp_path / "model.zip", env=gym.make("Acrobot-v1"))
+
+
+def test_replay_buffer_round_trips_with_the_same_signature(make, tmp_path):
+    model = make().learn(40)
+    model.save_replay_buffer(tmp_path / "buffer.npz")
+    other = make()
+    other.load_replay_buffer(tmp_path / "buffer.npz", truncate_last_traj=True)
+    other.save_replay_buffer(tmp_path / "again.npz")
+    with np.load(tmp_path / "buffer.npz") as first, np.load(tmp_path / "again.npz") as second:
+        assert sorted(first.files) == sorted(second.files)
+        for key in set(first.files) - {"next_is_first"}:  # PWM: the live env starts a new episode
+            np.testing.assert_array_equal(first[key], second[key], err_msg=key)
+    updates = other._n_updates
+    other.learn(24, reset_num_timesteps=False)
+    assert other._n_updates > updates
+
+
+def test_callbacks_stop_training_progress_bar_and_tensorboard(make, tmp_path):
+    class StopAfterTen(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.steps = 0
+
+        def _on_step(self) -> bool:
+            self.steps += 1
+            return self.steps < 10
+
+    callback = StopAfterTen()
+    model = make(tensorboard_log=str(tmp_path))
+    model.learn(50, callback=callback, progress_bar=True, log_interval=1)
+    assert callback.steps == 10 and model.num_timesteps == 10
+    assert any(tmp_path.rglob("events.out.tfevents*"))
+
+
+def test_several_envs_step_together(make):
+    env = make_vec_env("CartPole-v1", n_envs=2, seed=0)
+    model = make(env, train_freq=(2, "step"))
+    model.learn(40)
+    assert model.n_envs == 2 and model.num_timesteps == 40 and model._n_updates > 0
