@@ -6,6 +6,8 @@
 - hyperparameters come from our ``hyperparams/`` folder, with presets and DeepMind Control fallbacks
   (:mod:`delayzoo.zoo.hyperparams`); an entry's ``delay:`` mapping sets the delay, which the command-line
   delay flags override; the effective delay is written to ``args.yml`` and ``config.yml``;
+- an algorithm with a ``delay_mode`` argument (PWM) runs in ``"forecast"`` mode with the pending view
+  and ``"oblivious"`` without, unless the entry or ``-params`` sets it; config.yml records it;
 - envs are built by :func:`delayzoo.zoo.envs.make_zoo_env` (statistics at the base, delay on top);
 - every check runs before the log folder is created: hyperparameters the algorithm's constructor does
   not take, delay settings that contradict each other, a resume file of another algorithm or env; and
@@ -149,6 +151,10 @@ class DelayExperimentManager(ExperimentManager):
             hyperparams.update(self.custom_hyperparams)
         if "env_kwargs" in hyperparams and self.env_kwargs:
             hyperparams["env_kwargs"] = self.env_kwargs
+        takes_delay_mode = "delay_mode" in inspect.signature(ALGOS[self.algo].__init__).parameters
+        if takes_delay_mode and "delay_mode" not in hyperparams:
+            hyperparams["delay_mode"] = "forecast" if self.delay.pending_view else "oblivious"
+            print(f"delay_mode: {hyperparams['delay_mode']!r} (the default {'with' if self.delay.pending_view else 'without'} --pending-view)")
         if self.delay.pending_view and hyperparams.get("policy") in ("MlpPolicy", "CnnPolicy"):
             print(f"--pending-view gives Dict observations: using MultiInputPolicy instead of {hyperparams['policy']}")
             hyperparams["policy"] = "MultiInputPolicy"

@@ -21,7 +21,7 @@ PENDING_VIEW_KEYS = ("observation", "pending_actions", "delay")
 
 class PendingView(NamedTuple):
     """A batch of pending views: ``observation`` (the env's own), ``actions`` ``(B, max_delay, *action_shape)``
-    (entries at positions ``>= delays[b]`` are padding) and ``delays`` ``(B,)`` (long)."""
+    (entries at positions ``>= delays[b]`` are padding, set to 0) and ``delays`` ``(B,)`` (long)."""
 
     observation: torch.Tensor
     actions: torch.Tensor
@@ -38,6 +38,7 @@ def read_pending_view(obs: dict[str, torch.Tensor], action_space: spaces.Space) 
 
     :param obs: batched tensors under the keys of :data:`PENDING_VIEW_KEYS`
     :param action_space: ``Discrete`` (pending entries are indices ``action - start``) or ``Box``
+    :return: the view, its padding (positions ``>= delay``) set to 0 whatever it held
     :raise ValueError: for a delay outside ``[0, max_delay]`` or a pending action (before its env's
         delay) outside the action space, naming the env, the position and the value
     """
@@ -69,7 +70,8 @@ def read_pending_view(obs: dict[str, torch.Tensor], action_space: spaces.Space) 
             f"pending action {shown} of env {env} (position {position}, delay {int(delays[env])}) "
             f"is outside the action space {action_space}"
         )
-    return PendingView(obs["observation"], actions, delays)
+    padding = ~due.view(*due.shape, *([1] * (actions.ndim - 2)))
+    return PendingView(obs["observation"], actions.masked_fill(padding, 0), delays)
 
 
 Carry = TypeVar("Carry", torch.Tensor, dict[str, torch.Tensor])
