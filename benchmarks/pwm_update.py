@@ -1,19 +1,24 @@
-"""Updates per second of PWM: one world-model update plus one imagination actor-critic update.
+"""Seconds per PWM training step, split into its parts, in wall-clock AND process CPU time.
+
+One step is ``PWM.train(gradient_steps=1)``: the world-model update (replay sampling included), the
+imagination rollout, and the actor-critic update (``PWM.last_update_times`` measures each). CPU time
+(all threads of the process) next to wall time keeps a busy machine from making the figures lie: when
+other jobs compete, wall time grows and CPU time does not. The load average is printed with them.
 
 The default is the paper's Atari size (64x64x3 frames, batch 16 x 64, 32x32 latents, 2 cells of
-width 512, 1024 imagination starts, horizon 15). ``--scan`` picks the window pass's method, so the
-parallel scan and the loop can be compared side by side (``--scan both``).
+width 512, 1024 imagination starts, horizon 15) on 1 torch thread. ``--scan`` picks the window pass's
+method (``--scan both``: the parallel scan and the loop side by side).
 
-    python benchmarks/pwm_update.py                          # paper size, scan=auto
-    python benchmarks/pwm_update.py --scan both --updates 3
+    python benchmarks/pwm_update.py                          # paper size, scan=auto, 1 thread
+    python benchmarks/pwm_update.py --scan both --updates 3 --threads 2
     python benchmarks/pwm_update.py --size cartpole --env CartPole-v1 --sequence-length 16
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -22,7 +27,7 @@ import torch
 from delayzoo.agents.pwm import PWM
 
 CARTPOLE_SIZE = dict(  # the CartPole-v1 model of hyperparams/pwm.yml
-    world_model_kwargs=dict(stoch=8, classes=8, mlp_units=64, seq_width=64, seq_cells=1, seq_heads=2),
+    world_model_kwargs=dict(stoch=8, classes=8, mlp_units=64, seq_width=64, seq_cells=1, seq_divisor=2),
     actor_critic_kwargs=dict(units=64),
 )
 
@@ -41,7 +46,11 @@ class RandomImageEnv(gym.Env):
         return self.observation_space.sample(), float(self.np_random.random() < 0.05), False, False, {}
 
 
-def measure(args: argparse.Namespace, scan: str) -> list[float]:
+PARTS = ("world_model", "imagination", "actor_critic")
+
+
+def measure(args: argparse.Namespace, scan: str) -> list[dict[str, tuple[float, float]]]:
+    """``args.updates`` timed training steps (after one untimed), each ``{part: (wall, cpu)}``."""
     env = RandomImageEnv() if args.env == "image" else gym.make(args.env)
     policy_kwargs = dict(CARTPOLE_SIZE) if args.size == "cartpole" else {}
     policy_kwargs["scan_method"] = scan
@@ -57,17 +66,17 @@ def measure(args: argparse.Namespace, scan: str) -> list[float]:
         seed=0,
     )
     model.learn(args.fill)  # random steps only: fills the buffer, no update yet
-    model.learning_starts = 0
     times = []
     for _ in range(args.updates + 1):
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
         model.train(gradient_steps=1, batch_size=args.batch_size)
-        if model.device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+        times.append(dict(model.last_update_times))
     return times[1:]  # the first update pays for allocations and kernel selection
+
+
+def _median(times: list[dict[str, tuple[float, float]]], part: str, index: int) -> float:
+    if part == "total":
+        return statistics.median(sum(step[name][index] for name in PARTS) for step in times)
+    return statistics.median(step[part][index] for step in times)
 
 
 def main() -> None:
@@ -78,27 +87,31 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--sequence-length", type=int, default=64)
     parser.add_argument("--fill", type=int, default=200, help="random steps stored before timing")
-    parser.add_argument("--updates", type=int, default=3)
+    parser.add_argument("--updates", type=int, default=3, help="timed training steps (after one untimed)")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = parser.parse_args()
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     scans = ["parallel", "sequential"] if args.scan == "both" else [args.scan]
-    batch = f"{args.batch_size}x{args.sequence_length}"
-    print(f"env={args.env} size={args.size} batch={batch} threads={torch.get_num_threads()}")
-    medians = {}
+    print(
+        f"env={args.env} size={args.size} batch={args.batch_size}x{args.sequence_length} "
+        f"threads={torch.get_num_threads()} load average before: {os.getloadavg()[0]:.2f}"
+    )
+    totals = {}
     for scan in scans:
         times = measure(args, scan)
-        medians[scan] = statistics.median(times)
+        print(f"scan={scan}: medians of {len(times)} steps, seconds (wall / process CPU)")
+        for part in (*PARTS, "total"):
+            wall, cpu = _median(times, part, 0), _median(times, part, 1)
+            print(f"  {part:<13} {wall:8.3f} / {cpu:8.3f}")
+        totals[scan] = (_median(times, "total", 0), _median(times, "total", 1))
+        print(f"  load average after: {os.getloadavg()[0]:.2f}", flush=True)
+    if len(totals) == 2:
         print(
-            f"scan={scan:<10} median {medians[scan]:.3f} s/update = {1 / medians[scan]:.2f} updates/s  (runs: "
-            + ", ".join(f"{t:.3f}" for t in times)
-            + ")",
-            flush=True,
+            "sequential/parallel total: wall {:.2f}, CPU {:.2f}".format(
+                totals["sequential"][0] / totals["parallel"][0], totals["sequential"][1] / totals["parallel"][1]
+            )
         )
-    if len(medians) == 2:
-        print(f"sequential/parallel time ratio: {medians['sequential'] / medians['parallel']:.2f}")
 
 
 if __name__ == "__main__":

@@ -74,6 +74,7 @@ def evaluate_model(model: BaseAlgorithm, env: VecEnv, seeds: Sequence[int], dete
     """The score of one whole episode per seed (``info["episode"]["r"]`` of the env's monitor).
 
     Episodes run ``env.num_envs`` at a time; env ``i`` of a batch is reset with the batch's ``i``-th seed.
+    The policy's recurrent state restarts at episode ends and at life losses (``info["life_loss"]``).
 
     :param model: any SB3-style model (``predict`` with ``state`` and ``episode_start``)
     :param env: the vector env from :func:`make_eval_env`
@@ -91,7 +92,8 @@ def evaluate_model(model: BaseAlgorithm, env: VecEnv, seeds: Sequence[int], dete
         while any(result is None for result in results):
             action, state = model.predict(obs, state=state, episode_start=episode_start, deterministic=deterministic)
             obs, _, dones, infos = env.step(action)
-            episode_start = dones
+            # A life loss restarts recurrent state as in training (PWM), while the game goes on.
+            episode_start = np.asarray(dones, dtype=bool) | np.array([bool(i.get("life_loss", False)) for i in infos])
             for index, info in enumerate(infos[: len(batch)]):
                 if results[index] is None and "episode" in info:
                     results[index] = float(info["episode"]["r"])

@@ -37,6 +37,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecTransposeImage
 
+from delayzoo.agents.common.evaluation import LifeLossEpisodeStarts
 from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import hyperparams_file, load_hyperparams_file, select_entry
@@ -262,7 +263,9 @@ class DelayExperimentManager(ExperimentManager):
         """``n_envs`` envs from :func:`make_zoo_env`, with rl_zoo3's normalisation, frame stack and transposition.
 
         Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
-        the life-loss and delay wrappers).
+        the life-loss and delay wrappers). Evaluation envs (``--eval-freq``) report life losses as episode
+        starts (:class:`~delayzoo.agents.common.evaluation.LifeLossEpisodeStarts`), so recurrent agents
+        restart their state there, as in training; scores stay whole games.
         """
         log_dir = None if eval_env or no_log else self.save_path
         env_kwargs = self.eval_env_kwargs if eval_env else self.env_kwargs
@@ -284,7 +287,8 @@ class DelayExperimentManager(ExperimentManager):
         if self.vec_env_wrapper is not None:
             env = self.vec_env_wrapper(env)
         env = self._maybe_normalize(env, eval_env)
-        return stack_and_transpose(env, self.frame_stack, self.verbose)
+        env = stack_and_transpose(env, self.frame_stack, self.verbose)
+        return LifeLossEpisodeStarts(env) if eval_env else env
 
     # ------------------------------------------------------------------ training
     def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:

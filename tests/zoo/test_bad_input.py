@@ -65,7 +65,7 @@ def test_resume_file_of_our_agent_without_its_run_folder_names_the_agent(tmp_pat
     model = PWM(
         "MlpPolicy", gym.make("CartPole-v1"), learning_starts=8, sequence_length=8, batch_size=2,
         policy_kwargs=dict(world_model_kwargs=dict(stoch=4, classes=4, mlp_units=16, mlp_layers=1, seq_width=16,
-                                                   seq_cells=1, seq_heads=2, reward_bins=21),
+                                                   seq_cells=1, seq_divisor=2, reward_bins=21),
                            actor_critic_kwargs=dict(units=16, layers=1, value_bins=21)),
         device="cpu",
     )

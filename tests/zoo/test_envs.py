@@ -139,3 +139,30 @@ def test_run_files_are_read_as_plain_data_only(tmp_path):
     hostile.write_text("!!python/object/apply:os.getcwd []\n")
     with pytest.raises(yaml.constructor.ConstructorError):
         read_run_yaml(hostile)
+
+
+def test_eval_freq_envs_report_life_losses_as_episode_starts_and_score_whole_games(tmp_path):
+    import argparse
+
+    from stable_baselines3.common.callbacks import EvalCallback
+
+    from delayzoo.agents.common.evaluation import LifeLossEpisodeStarts
+    from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
+
+    manager = DelayExperimentManager(
+        argparse.Namespace(), "ppo", "ALE/Breakout-v5", str(tmp_path), n_timesteps=1, eval_freq=100,
+        hyperparams={"n_envs": 1}, seed=0, verbose=0, device="cpu", zoo=ZooOptions(),
+    )
+    manager.n_envs = 1
+    manager.create_callbacks()
+    (callback,) = [c for c in manager.callbacks if isinstance(c, EvalCallback)]
+    env = callback.eval_env
+    assert isinstance(env, LifeLossEpisodeStarts)
+    env.seed(0)
+    env.reset()
+    for _ in range(2000):
+        _, _, dones, infos = env.step(np.array([env.action_space.sample()]))
+        if infos[0]["life_loss"]:
+            break
+    assert infos[0]["life_loss"] and dones[0] and "episode" not in infos[0]  # a start, not a game over
+    env.close()

@@ -4,12 +4,13 @@ One update, top to bottom (:meth:`ActorCritic.loss`):
 
 1. :meth:`ActorCritic.imagine`: from each start ``[z_t, h_{t-1}]`` roll the world model ``horizon``
    steps with the actor's sampled actions (no gradients into the world model);
-2. lambda-returns ``R_k = r_k + gamma c_k ((1 - lambda) V_{k+1} + lambda R_{k+1})`` by one reverse
-   :func:`lambda_returns` scan, bootstrapped by the slow critic;
+2. the critic and the slow critic (an EMA of the critic) each run once over all imagined features;
+   two lambda-returns ``R_k = r_k + gamma c_k ((1 - lambda) V_{k+1} + lambda R_{k+1})``, one bootstrapped
+   by the critic's values and one by the slow critic's, by reverse :func:`lambda_returns` scans;
 3. every imagined step is weighted by the *cumulative* continuation ``w_k = c_0 ... c_{k-1}``;
-4. actor: REINFORCE on returns normalised by an EMA of their 5th-95th percentile range, plus an
-   entropy bonus per step; critic: two-hot symlog cross-entropy to the returns, regularised towards
-   the slow critic (an EMA of the critic).
+4. actor: REINFORCE on the critic's returns minus its values, normalised by an EMA of their
+   5th-95th percentile range, plus an entropy bonus per step; critic: two-hot symlog cross-entropy
+   to both returns (the reference's target).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class Actor(nn.Module):
         self.unimix = config.unimix
         out = self.size if self.discrete else 2 * self.size
         self.net = mlp(feature_size, config.units, config.layers, out)
+        nn.init.zeros_(self.net[-1].weight)  # uniform policy at the start, as in the reference
+        nn.init.zeros_(self.net[-1].bias)
 
     def distribution(self, features: torch.Tensor) -> torch.distributions.Distribution:
         out = self.net(features)
@@ -98,8 +101,12 @@ class Critic(nn.Module):
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.net(features)
 
+    def decode(self, logits: torch.Tensor) -> torch.Tensor:
+        """Expected value of logits ``(..., bins)``."""
+        return symexp(expectation(logits, self.support))
+
     def value(self, features: torch.Tensor) -> torch.Tensor:
-        return symexp(expectation(self.net(features), self.support))
+        return self.decode(self.net(features))
 
 
 def cumulative_weights(continues: torch.Tensor) -> torch.Tensor:
@@ -142,18 +149,26 @@ class ActorCritic(nn.Module):
     def imagine(
         self, world_model: WorldModel, latent: torch.Tensor, state: RecurrentState, horizon: int
     ) -> Imagination:
-        """Roll the world model ``horizon`` steps from starts ``latent`` (N, Z) and ``state`` (batch N)."""
-        features = [world_model.features(latent, state["readout"])]
-        state = {**state, "matrix": state["matrix"].clone()}  # then updated in place, step after step
-        raw_actions, rewards, continues = [], [], []
-        for _ in range(horizon):
-            raw, encoding = self.actor.sample(features[-1])
-            h, state = world_model.step(latent, encoding, state, in_place=True)
-            latent = world_model.sample_latent(world_model.latent_logits(world_model.prior(h)))
-            raw_actions.append(raw)
-            rewards.append(world_model.reward(h))
-            continues.append(world_model.continuation(h))
-            features.append(world_model.features(latent, h))
+        """Roll the world model ``horizon`` steps from starts ``latent`` (N, Z) and ``state`` (batch N).
+
+        The world model runs in eval mode (BatchNorm on its running statistics, no dropout), as in the
+        reference. ``state["matrix"]`` is updated in place: pass a tensor you own (the starts of
+        :meth:`WorldModel.loss <delayzoo.agents.pwm.world_model.WorldModel.loss>` are, after ``backward``).
+        """
+        was_training = world_model.training
+        world_model.eval()
+        try:
+            features = [world_model.features(latent, state["readout"])]
+            raw_actions, rewards, continues = [], [], []
+            for _ in range(horizon):
+                raw, encoding = self.actor.sample(features[-1])
+                h, latent, state = world_model.prior_step(latent, encoding, state, in_place=True)
+                raw_actions.append(raw)
+                rewards.append(world_model.reward(h))
+                continues.append(world_model.continuation(h))
+                features.append(world_model.features(latent, h))
+        finally:
+            world_model.train(was_training)
         return Imagination(
             torch.stack(features), torch.stack(raw_actions), torch.stack(rewards), torch.stack(continues)
         )
@@ -167,7 +182,7 @@ class ActorCritic(nn.Module):
         gamma: float,
         method: str = "auto",
     ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
-        """Actor and critic losses from imagination.
+        """Actor and critic losses from imagination: :meth:`imagine`, then :meth:`imagination_loss`.
 
         :param world_model: the (frozen here) world model.
         :param latent: start latents ``(N, Z)``; ``state``: start recurrent states (batch ``N``).
@@ -176,30 +191,41 @@ class ActorCritic(nn.Module):
         :param method: :func:`lambda_returns` method.
         :return: ``(actor_loss, critic_loss, metrics)``.
         """
+        return self.imagination_loss(self.imagine(world_model, latent, state, horizon), gamma, method)
+
+    def imagination_loss(
+        self, rollout: Imagination, gamma: float, method: str = "auto"
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+        """Actor and critic losses of an imagined rollout (updates the return-scale EMA).
+
+        :param rollout: from :meth:`imagine`.
+        :param gamma: discount per env step of the agent.
+        :param method: :func:`lambda_returns` method.
+        :return: ``(actor_loss, critic_loss, metrics)``.
+        """
         config = self.config
-        rollout = self.imagine(world_model, latent, state, horizon)
         features = rollout.features
+        logits = self.critic(features)
         with torch.no_grad():
-            bootstrap = self.slow_critic.value(features)
-            returns = lambda_returns(rollout.rewards, bootstrap, gamma * rollout.continues, config.lambd, method)
+            values = torch.stack(
+                [self.critic.decode(logits.detach()), self.slow_critic.value(features)], dim=-1
+            )  # (H + 1, N, 2): critic and slow critic
+            discount = (gamma * rollout.continues).unsqueeze(-1)
+            returns, slow_returns = lambda_returns(
+                rollout.rewards.unsqueeze(-1).expand(-1, -1, 2), values, discount, config.lambd, method
+            ).unbind(-1)
             weights = cumulative_weights(rollout.continues)
             spread = torch.quantile(returns.flatten().float(), 0.95) - torch.quantile(returns.flatten().float(), 0.05)
             self.return_scale.mul_(config.return_scale_decay).add_((1.0 - config.return_scale_decay) * spread)
             scale = torch.clamp(self.return_scale, min=1.0)
+            advantage = (returns - values[:-1, :, 0]) / scale
+            target = two_hot(symlog(returns), self.critic.support) + two_hot(symlog(slow_returns), self.critic.support)
 
         dist = self.actor.distribution(features[:-1])
-        baseline = self.critic.value(features[:-1]).detach()
-        advantage = (returns - baseline) / scale
         log_prob = dist.log_prob(rollout.raw_actions)
         entropy = dist.entropy()
         actor_loss = -(weights * (advantage * log_prob + config.entropy_coef * entropy)).mean()
-
-        logits = self.critic(features[:-1])
-        log_probs = torch.log_softmax(logits, -1)
-        target = two_hot(symlog(returns), self.critic.support)
-        with torch.no_grad():
-            slow_target = torch.softmax(self.slow_critic(features[:-1]), -1)
-        critic_loss = -(weights * ((target + slow_target) * log_probs).sum(-1)).mean()
+        critic_loss = -(weights * (target * torch.log_softmax(logits[:-1], -1)).sum(-1)).mean()
 
         metrics = {
             "actor_loss": actor_loss.item(),

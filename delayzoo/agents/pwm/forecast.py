@@ -17,7 +17,7 @@ def forecast_state(
     delays: torch.Tensor,
     deterministic: bool = False,
 ) -> tuple[torch.Tensor, RecurrentState]:
-    """Imagine each env's own pending steps: ``(z, s) -> (prior(h), s')`` with ``h, s' = step(z, a, s)``.
+    """Imagine each env's own pending steps with :meth:`WorldModel.prior_step` (``z, s, a -> z', s'``).
 
     :param world_model: the world model whose sequence model and prior are rolled
     :param latent: ``(B, Z)`` posterior latents of the current observations
@@ -29,9 +29,9 @@ def forecast_state(
     """
 
     def step(carry: dict[str, torch.Tensor], action: torch.Tensor) -> dict[str, torch.Tensor]:
-        h, after = world_model.step(carry["latent"], action, {name: carry[name] for name in state})
-        prior = world_model.latent_logits(world_model.prior(h))
-        return {"latent": world_model.sample_latent(prior, deterministic), **after}
+        state_rows = {name: carry[name] for name in state}
+        _, latent_rows, after = world_model.prior_step(carry["latent"], action, state_rows, deterministic=deterministic)
+        return {"latent": latent_rows, **after}
 
     out = roll_through_pending(step, {"latent": latent, **state}, actions, delays)
     return out.pop("latent"), out

@@ -12,11 +12,12 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
 from delayzoo.agents.common.pending import has_pending_view, read_pending_view
+from delayzoo.agents.common.scan import SCAN_METHODS
 from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, action_size
 from delayzoo.agents.pwm.forecast import forecast_state
 from delayzoo.agents.pwm.world_model import ObservationLayout, RecurrentState, WorldModel, WorldModelConfig
 
-STATE_KEYS = ("matrix", "shift_time", "shift_channel", "readout")
+STATE_KEYS = ("matrix", "last_input", "readout")
 """Order of the arrays in the ``state`` tuple of :meth:`PWMPolicy.predict`."""
 
 DELAY_MODES = ("forecast", "augmented", "oblivious")
@@ -50,7 +51,7 @@ def _config(cls, kwargs: dict[str, Any] | None, name: str):
     known = {field.name for field in dataclasses.fields(cls)}
     unknown = set(kwargs or {}) - known
     if unknown:
-        raise TypeError(f"Unknown {name} keys {sorted(unknown)}; known keys: {sorted(known)}")
+        raise TypeError(f"Unknown {name} keys {sorted(unknown)}; accepted keys: {sorted(known)}")
     return cls(**(kwargs or {}))
 
 
@@ -61,11 +62,13 @@ class PWMPolicy(BasePolicy):
     :param action_space: ``Discrete`` or bounded 1-D ``Box``.
     :param lr_schedule: learning-rate schedule of the world model.
     :param world_model_kwargs: fields of :class:`~delayzoo.agents.pwm.world_model.WorldModelConfig`
-        (``stoch``, ``classes``, ``cnn_channels``, ``mlp_units``, ``seq_width``, ``seq_cells``, ...).
+        (``stoch``, ``classes``, ``cnn_channels``, ``mlp_units``, ``seq_width``, ``seq_cells``,
+        ``seq_divisor``, ``norm``, ...).
     :param actor_critic_kwargs: fields of :class:`~delayzoo.agents.pwm.actor_critic.ActorCriticConfig`.
     :param actor_lr: actor learning rate; ``critic_lr``: critic learning rate.
-    :param world_model_grad_clip: gradient-norm clip of the world model; ``actor_critic_grad_clip``:
-        of the actor and of the critic.
+    :param world_model_grad_clip: gradient-norm clip of the world model (the reference: 100 on Atari,
+        1000 on DMC); ``actor_critic_grad_clip``: of the actor and of the critic.
+    :param weight_decay: AdamW weight decay of all three optimisers (0.01, torch's default, in the reference).
     :param scan_method: :func:`~delayzoo.agents.common.scan.linear_recurrence` method of the training
         windows and of the lambda-returns (``"auto"``: sequential on CPU, parallel on GPUs).
     :param delay_mode: ``"forecast"``, ``"augmented"`` or ``"oblivious"`` (see :class:`~delayzoo.agents.pwm.pwm.PWM`;
@@ -82,12 +85,15 @@ class PWMPolicy(BasePolicy):
         actor_critic_kwargs: dict[str, Any] | None = None,
         actor_lr: float = 3e-5,
         critic_lr: float = 3e-5,
-        world_model_grad_clip: float = 1000.0,
+        world_model_grad_clip: float = 100.0,
         actor_critic_grad_clip: float = 100.0,
+        weight_decay: float = 0.01,
         scan_method: str = "auto",
         delay_mode: str | None = None,
     ) -> None:
         super().__init__(observation_space, action_space, squash_output=False)
+        if scan_method not in SCAN_METHODS:
+            raise ValueError(f"Unknown scan_method {scan_method!r}: accepted values are {SCAN_METHODS}")
         self.delay_mode = resolve_delay_mode(delay_mode, observation_space)
         self.pending_view = has_pending_view(observation_space)
         self.model_observation_space = (
@@ -98,7 +104,7 @@ class PWMPolicy(BasePolicy):
         self.world_model_kwargs, self.actor_critic_kwargs = world_model_kwargs, actor_critic_kwargs
         self.actor_lr, self.critic_lr = actor_lr, critic_lr
         self.world_model_grad_clip, self.actor_critic_grad_clip = world_model_grad_clip, actor_critic_grad_clip
-        self.scan_method = scan_method
+        self.weight_decay, self.scan_method = weight_decay, scan_method
         layout = ObservationLayout(self.model_observation_space)
         self.world_model = WorldModel(
             layout,
@@ -111,9 +117,12 @@ class PWMPolicy(BasePolicy):
             action_space,
             _config(ActorCriticConfig, actor_critic_kwargs, "actor_critic_kwargs"),
         )
-        self.world_model_optimizer = torch.optim.Adam(self.world_model.parameters(), lr=lr_schedule(1), eps=1e-8)
-        self.actor_optimizer = torch.optim.Adam(self.actor_critic.actor.parameters(), lr=actor_lr, eps=1e-5)
-        self.critic_optimizer = torch.optim.Adam(self.actor_critic.critic.parameters(), lr=critic_lr, eps=1e-5)
+        adamw = lambda module, lr, eps: torch.optim.AdamW(  # noqa: E731
+            module.parameters(), lr=lr, eps=eps, weight_decay=weight_decay
+        )
+        self.world_model_optimizer = adamw(self.world_model, lr_schedule(1), 1e-8)
+        self.actor_optimizer = adamw(self.actor_critic.actor, actor_lr, 1e-5)
+        self.critic_optimizer = adamw(self.actor_critic.critic, critic_lr, 1e-5)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -124,6 +133,7 @@ class PWMPolicy(BasePolicy):
             critic_lr=self.critic_lr,
             world_model_grad_clip=self.world_model_grad_clip,
             actor_critic_grad_clip=self.actor_critic_grad_clip,
+            weight_decay=self.weight_decay,
             scan_method=self.scan_method,
             delay_mode=self.delay_mode,
         )
@@ -150,7 +160,7 @@ class PWMPolicy(BasePolicy):
 
     def initial_state(self, n_envs: int) -> RecurrentState:
         """The recurrent state of ``n_envs`` fresh episodes."""
-        return self.world_model.sequence.initial_state(n_envs, self.device)
+        return self.world_model.initial_state(n_envs, self.device)
 
     def act(
         self, obs: PyTorchObs, state: RecurrentState, episode_start: torch.Tensor, deterministic: bool = False

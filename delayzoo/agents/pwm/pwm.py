@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import io
 import pathlib
+import time
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
@@ -23,6 +25,25 @@ from delayzoo.wrappers.delay import ExecutionDelay
 from delayzoo.agents.pwm.world_model import ObservationLayout
 
 SelfPWM = TypeVar("SelfPWM", bound="PWM")
+
+
+class PartClock:
+    """Wall-clock and process CPU seconds of consecutive parts of an update (CUDA work synchronised).
+
+    ``times[name] = (wall, cpu)`` for each :meth:`lap`, measured since the previous lap (or creation).
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.times: dict[str, tuple[float, float]] = {}
+        self._last = (time.perf_counter(), time.process_time())
+
+    def lap(self, name: str) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        now = (time.perf_counter(), time.process_time())
+        self.times[name] = (now[0] - self._last[0], now[1] - self._last[1])
+        self._last = now
 
 
 class PWM(PlainSaveMixin, OffPolicyAlgorithm):
@@ -157,6 +178,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self.delay_mode = delay_mode
         self.stats_window_size = stats_window_size
         self._policy_state: tuple[np.ndarray, ...] | None = None
+        self.last_update_times: dict[str, tuple[float, float]] = {}
         self._episode_starts: np.ndarray | None = None
         if _init_setup_model:
             self._setup_model()
@@ -188,6 +210,13 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 f"sequence_length={self.sequence_length} is larger than the {per_env} steps the replay buffer holds "
                 f"per env (buffer_size={self.buffer_size}, n_envs={self.n_envs})"
             )
+        norm = (self.policy_kwargs.get("world_model_kwargs") or {}).get("norm", "batch")
+        if norm == "batch" and self.batch_size * (self.sequence_length - 1) < 2:
+            raise ValueError(
+                f"norm='batch' needs at least 2 samples per training batch, but batch_size={self.batch_size} windows "
+                f"of sequence_length={self.sequence_length} give {self.batch_size * (self.sequence_length - 1)} "
+                "for the prior: use a larger batch or world_model_kwargs=dict(norm='group')"
+            )
         if self.learning_starts < self.sequence_length * self.n_envs:
             raise ValueError(
                 f"learning_starts={self.learning_starts} must be at least sequence_length * n_envs = "
@@ -202,8 +231,16 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 "ExecutionDelay, and this env has none; " + _WRAP_HINT
             )
 
+    def _check_policy_kwargs(self) -> None:
+        positional = ("self", "observation_space", "action_space", "lr_schedule")
+        accepted = [name for name in inspect.signature(self.policy_class.__init__).parameters if name not in positional]
+        unknown = sorted(set(self.policy_kwargs) - set(accepted))
+        if unknown:
+            raise TypeError(f"Unknown policy_kwargs keys {unknown}; accepted keys: {accepted}")
+
     def _setup_model(self) -> None:
         """SB3's off-policy set-up, with the replay holding what the world model reads (see ``delay_mode``)."""
+        self._check_policy_kwargs()
         self._check_arguments()
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
@@ -278,6 +315,9 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         """``gradient_steps`` x (one world-model update on replayed windows, then one actor-critic
         update in imagination from all of that batch's posterior states).
 
+        The wall and process CPU seconds of the last update's parts (``"world_model"``, sampling
+        included; ``"imagination"``; ``"actor_critic"``) are in :attr:`last_update_times`.
+
         Skipped while the replay buffer holds less than one window per env (e.g. right after
         ``load`` without ``load_replay_buffer``).
         """
@@ -288,6 +328,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self._update_learning_rate(policy.world_model_optimizer)
         logs: dict[str, list[float]] = defaultdict(list)
         for _ in range(gradient_steps):
+            clock = PartClock(self.device)
             batch = self.replay_buffer.sample(batch_size, self.sequence_length, self._sample_rng)
             time_major = lambda x: x.transpose(0, 1)  # noqa: E731
             obs = (
@@ -307,10 +348,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             torch.nn.utils.clip_grad_norm_(policy.world_model.parameters(), policy.world_model_grad_clip)
             policy.world_model_optimizer.step()
 
-            latent = starts["latent"].flatten(0, 1)
+            clock.lap("world_model")
+
+            latent = starts["latent"].flatten(0, 1)  # imagination updates the starts' memories in place
             state = {name: value.flatten(0, 1) for name, value in starts["state"].items()}
-            actor_loss, critic_loss, agent_metrics = policy.actor_critic.loss(
-                policy.world_model, latent, state, self.imagination_horizon, self.gamma, policy.scan_method
+            rollout = policy.actor_critic.imagine(policy.world_model, latent, state, self.imagination_horizon)
+            clock.lap("imagination")
+            actor_loss, critic_loss, agent_metrics = policy.actor_critic.imagination_loss(
+                rollout, self.gamma, policy.scan_method
             )
             policy.actor_optimizer.zero_grad()
             policy.critic_optimizer.zero_grad()
@@ -320,6 +365,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             policy.actor_optimizer.step()
             policy.critic_optimizer.step()
             policy.actor_critic.update_slow_critic()
+            clock.lap("actor_critic")
+            self.last_update_times = clock.times
             for name, value in {**metrics, **agent_metrics}.items():
                 logs[name].append(value)
 

@@ -1,4 +1,4 @@
-"""PWM's world model (PaMoRL): categorical latents and a gated linear-recurrence sequence model.
+"""PWM's world model (PaMoRL): categorical latents from single frames and a linear-recurrence sequence model.
 
 Alignment of a window of ``T`` replayed steps (time-major inside this module):
 
@@ -8,13 +8,21 @@ Alignment of a window of ``T`` replayed steps (time-major inside this module):
   and the prior of the next latent ``z_{t+1}``;
 - the agent's feature at ``t`` is ``[z_t, h_{t-1}]`` (``h_{-1} = 0`` after a reset).
 
-Training runs the sequence model over whole windows through :func:`linear_recurrence` (a segmented
-scan); acting and imagination run it one step at a time. Both give the same outputs.
+Training runs the sequence model over whole windows (:class:`~delayzoo.agents.pwm.sequence.SequenceModel`);
+acting and imagination run it one step at a time. Both give the same outputs.
+
+The public steps, for acting, imagination and planning code built on the world model:
+
+- :meth:`WorldModel.encode`: the posterior ``q(z_t | o_t)`` of an observation (log-probabilities);
+- :meth:`WorldModel.sample_latent`: a straight-through one-hot sample (or the mode) of log-probabilities;
+- :meth:`WorldModel.step`: the sequence model's step ``(z_t, a_t, state) -> (h_t, state)``;
+- :meth:`WorldModel.prior_step`: a step plus the prior ``p(z_{t+1} | h_t)`` and its sample;
+- :meth:`WorldModel.initial_state`, :meth:`WorldModel.features`, :meth:`WorldModel.reward`,
+  :meth:`WorldModel.continuation`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,11 +32,11 @@ from gymnasium import spaces
 from stable_baselines3.common.preprocessing import is_image_space
 from torch import nn
 
-from delayzoo.agents.common.scan import linear_recurrence
 from delayzoo.agents.common.transforms import expectation, symexp, symlog, symlog_support, two_hot
+from delayzoo.agents.pwm.sequence import GatedFeedForward, RecurrentState, SequenceModel
 
-RecurrentState = dict[str, torch.Tensor]
-"""``matrix`` (B, cells, H, K, V), ``shift_time`` / ``shift_channel`` (B, cells, D), ``readout`` (B, D)."""
+NORMS = ("batch", "group")
+"""``norm`` choices: the reference's BatchNorm, or batch-independent GroupNorm(1, C) / LayerNorm."""
 
 
 class ObservationLayout:
@@ -76,11 +84,11 @@ class ObservationLayout:
         return obs if key is None else obs[key]
 
     def image(self, obs, batch_dims: int) -> torch.Tensor | None:
-        """Images as floats in [-0.5, 0.5], shape ``batch + (C, H, W)``."""
+        """Images as floats in [0, 1], shape ``batch + (C, H, W)``."""
         if not self.image_keys:
             return None
         parts = [self._get(obs, key).float() for key in self.image_keys]
-        return torch.cat(parts, dim=batch_dims) / 255.0 - 0.5
+        return torch.cat(parts, dim=batch_dims) / 255.0
 
     def vector(self, obs, batch_dims: int) -> torch.Tensor | None:
         """The non-image parts as one float vector, shape ``batch + (vector_size,)``."""
@@ -108,18 +116,6 @@ def _vector_size(space: spaces.Space) -> int:
     return int(np.prod(space.shape))
 
 
-class RMSNorm(nn.Module):
-    """Root-mean-square normalisation over the last dimension with a learned gain."""
-
-    def __init__(self, size: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(size))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + self.eps) * self.weight
-
-
 def mlp(in_size: int, units: int, layers: int, out_size: int | None = None) -> nn.Sequential:
     """``layers`` x (Linear, LayerNorm, SiLU), then an optional Linear read-out."""
     modules: list[nn.Module] = []
@@ -131,229 +127,36 @@ def mlp(in_size: int, units: int, layers: int, out_size: int | None = None) -> n
     return nn.Sequential(*modules)
 
 
-def _token_shift(y: torch.Tensor, previous: torch.Tensor, reset: torch.Tensor) -> torch.Tensor:
-    """``y[t-1]`` for every ``t`` (``previous`` before the window), zero where ``reset[t]``."""
-    shifted = torch.cat([previous.unsqueeze(0), y[:-1]], dim=0)
-    return shifted * (~reset).unsqueeze(-1).to(y.dtype)
+def _check_norm(norm: str) -> None:
+    if norm not in NORMS:
+        raise ValueError(f"Unknown norm {norm!r}: accepted values are {NORMS}")
 
 
-class GatedLinearRecurrenceCell(nn.Module):
-    """One cell: token-shifted gated linear recurrence (time mix) then a token-shifted MLP (channel mix).
+def _norm2d(norm: str, channels: int) -> nn.Module:
+    return nn.BatchNorm2d(channels) if norm == "batch" else nn.GroupNorm(1, channels)
 
-    Time mix: ``S_t = diag(f_t) S_{t-1} + k_t v_t^T`` per head with data-dependent decay
-    ``f_t = exp(-exp(w_t))``; the read-out ``S_t^T q_t`` is RMS-normalised per head and gated by
-    ``silu(g_t)``. Every projection reads a learned mix of ``x_t`` and ``x_{t-1}`` (RWKV token shift).
 
-    :param width: model width ``D``.
-    :param heads: number of heads (state ``D/H x D/H`` each).
-    :param ffn_ratio: hidden size of the channel mix relative to ``width``.
-    """
+class LogitNorm(nn.Module):
+    """Normalisation of latent logits over any leading dims: BatchNorm1d (the reference) or LayerNorm."""
 
-    def __init__(self, width: int, heads: int, ffn_ratio: float = 2.0) -> None:
+    def __init__(self, norm: str, size: int) -> None:
         super().__init__()
-        if width % heads != 0:
-            raise ValueError(f"seq_width {width} must be divisible by seq_heads {heads}")
-        self.width, self.heads, self.head_size = width, heads, width // heads
-        self.time_norm, self.channel_norm = RMSNorm(width), RMSNorm(width)
-        self.time_mix = nn.Parameter(torch.full((5, width), 0.5))  # q, k, v, gate, decay
-        self.query, self.key, self.value, self.gate = (nn.Linear(width, width, bias=False) for _ in range(4))
-        self.decay = nn.Linear(width, width)
-        nn.init.normal_(self.decay.weight, std=0.1 / math.sqrt(width))
-        with torch.no_grad():  # decays from ~0.998 to ~0.55 across key channels at init
-            self.decay.bias.copy_(torch.linspace(-6.0, -0.5, self.head_size).repeat(heads))
-        self.readout_norm = RMSNorm(self.head_size)
-        self.output = nn.Linear(width, width, bias=False)
-        hidden = int(ffn_ratio * width)
-        self.channel_mix = nn.Parameter(torch.full((2, width), 0.5))
-        self.ffn_key = nn.Linear(width, hidden, bias=False)
-        self.ffn_value = nn.Linear(hidden, width, bias=False)
-        self.ffn_receptance = nn.Linear(width, width, bias=False)
+        _check_norm(norm)
+        self.norm = nn.BatchNorm1d(size) if norm == "batch" else nn.LayerNorm(size)
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        reset: torch.Tensor,
-        matrix: torch.Tensor,
-        shift_time: torch.Tensor,
-        shift_channel: torch.Tensor,
-        method: str = "auto",
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Run a window.
-
-        :param x: inputs ``(T, B, D)``.
-        :param reset: ``(T, B)`` booleans, true where the memory restarts before step ``t``.
-        :param matrix: memory before the window ``(B, H, K, V)``; ``shift_*``: last normed inputs ``(B, D)``.
-        :param method: :func:`linear_recurrence` method.
-        :return: outputs ``(T, B, D)``, memories after each step ``(T, B, H, K, V)``, and the normed
-            inputs of each step for both token shifts ``(T, B, D)``.
-        """
-        steps, batch = x.shape[:2]
-        y = self.time_norm(x)
-        query, key, value, gate, decay = self._time_projections(y, _token_shift(y, shift_time, reset))
-        update = key.unsqueeze(-1) * value.unsqueeze(-2)
-        decay = decay.unsqueeze(-1)
-        update[0] += decay[0] * matrix * (~reset[0]).to(x.dtype).view(batch, 1, 1, 1)  # memory before the window
-        memories = linear_recurrence(decay, update, reset=reset, method=method)
-        read = torch.einsum("tbhk,tbhkv->tbhv", query, memories)
-        x = x + self.output(self.readout_norm(read).reshape(steps, batch, self.width) * F.silu(gate))
-        z = self.channel_norm(x)
-        return x + self._channel_mix(z, _token_shift(z, shift_channel, reset)), memories, y, z
-
-    def step(
-        self,
-        x: torch.Tensor,
-        matrix: torch.Tensor,
-        shift_time: torch.Tensor,
-        shift_channel: torch.Tensor,
-        in_place: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One step from ``(B, D)`` inputs and the state after the previous step (no reset here:
-        pass a zero state instead); same outputs as :meth:`forward` with ``T = 1``, without its copies.
-
-        :param in_place: update ``matrix`` itself (imagination, without autograd) instead of a new tensor.
-        """
-        y = self.time_norm(x)
-        query, key, value, gate, decay = self._time_projections(y, shift_time)
-        memory = matrix.mul_(decay.unsqueeze(-1)) if in_place else matrix * decay.unsqueeze(-1)
-        memory.addcmul_(key.unsqueeze(-1), value.unsqueeze(-2))
-        # One bmm per head: a cell's slice of the state is strided, which a single matmul would copy.
-        read = torch.stack([torch.bmm(query[:, h, None], memory[:, h]).squeeze(1) for h in range(self.heads)], 1)
-        x = x + self.output(self.readout_norm(read).reshape(x.shape[0], self.width) * F.silu(gate))
-        z = self.channel_norm(x)
-        return x + self._channel_mix(z, shift_channel), memory, y, z
-
-    def _time_projections(self, y: torch.Tensor, previous: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Query, key, value ``(..., H, K)``, gate ``(..., D)`` and decay ``(..., H, K)`` from token-shifted inputs."""
-        heads_shape = (*y.shape[:-1], self.heads, self.head_size)
-        mixed = y.unsqueeze(0) + self.time_mix.view(5, *([1] * (y.ndim - 1)), self.width) * (previous - y).unsqueeze(0)
-        query = self.query(mixed[0]).view(heads_shape) / math.sqrt(self.head_size)
-        key = self.key(mixed[1]).view(heads_shape)
-        value = self.value(mixed[2]).view(heads_shape)
-        decay = torch.exp(-torch.exp(self.decay(mixed[4]).float())).to(y.dtype).view(heads_shape)
-        return query, key, value, self.gate(mixed[3]), decay
-
-    def _channel_mix(self, z: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-        delta = previous - z
-        hidden = F.relu(self.ffn_key(z + self.channel_mix[0] * delta)).square()
-        return torch.sigmoid(self.ffn_receptance(z + self.channel_mix[1] * delta)) * self.ffn_value(hidden)
-
-
-class SequenceModel(nn.Module):
-    """A stack of :class:`GatedLinearRecurrenceCell` over the embedded ``(z_t, a_t)`` pairs.
-
-    :param input_size: size of the flattened latent plus the action encoding.
-    :param width: model width (512 in the paper).
-    :param cells: number of cells (2 in the paper).
-    :param heads: heads per cell.
-    """
-
-    def __init__(self, input_size: int, width: int, cells: int, heads: int) -> None:
-        super().__init__()
-        self.width, self.cells, self.heads = width, cells, heads
-        self.head_size = width // heads
-        self.embed = nn.Sequential(nn.Linear(input_size, width, bias=False), RMSNorm(width))
-        self.layers = nn.ModuleList(GatedLinearRecurrenceCell(width, heads) for _ in range(cells))
-        self.out_norm = RMSNorm(width)
-
-    def initial_state(self, batch: int, device: torch.device | str = "cpu") -> RecurrentState:
-        """The all-zero state of an episode start."""
-        zeros = lambda *shape: torch.zeros(batch, *shape, device=device)  # noqa: E731
-        return {
-            "matrix": zeros(self.cells, self.heads, self.head_size, self.head_size),
-            "shift_time": zeros(self.cells, self.width),
-            "shift_channel": zeros(self.cells, self.width),
-            "readout": zeros(self.width),
-        }
-
-    def forward(
-        self, inputs: torch.Tensor, reset: torch.Tensor, state: RecurrentState, method: str = "auto"
-    ) -> tuple[torch.Tensor, RecurrentState]:
-        """Window pass.
-
-        :param inputs: ``(T, B, input_size)``.
-        :param reset: ``(T, B)`` booleans (``is_first``).
-        :param state: state before the window (see :data:`RecurrentState`).
-        :param method: :func:`linear_recurrence` method.
-        :return: read-outs ``h`` ``(T, B, D)`` and the states around every step, detached, each entry
-            with a leading dimension of ``T + 1``: index 0 is ``state``, index ``t + 1`` the state after
-            step ``t`` (``matrix`` ``(T + 1, B, cells, H, K, V)`` and so on).
-        """
-        steps = inputs.shape[0]
-        states = {
-            name: torch.empty(steps + 1, *value.shape, dtype=value.dtype, device=value.device)
-            for name, value in state.items()
-        }
-        for name, value in state.items():
-            states[name][0] = value
-        x = self.embed(inputs)
-        for index, layer in enumerate(self.layers):
-            x, memory, y, z = layer(
-                x,
-                reset,
-                state["matrix"][:, index],
-                state["shift_time"][:, index],
-                state["shift_channel"][:, index],
-                method=method,
-            )
-            states["matrix"][1:, :, index] = memory.detach()
-            states["shift_time"][1:, :, index] = y.detach()
-            states["shift_channel"][1:, :, index] = z.detach()
-        h = self.out_norm(x)
-        states["readout"][1:] = h.detach()
-        return h, states
-
-    def step(
-        self, inputs: torch.Tensor, reset: torch.Tensor | None, state: RecurrentState, in_place: bool = False
-    ) -> tuple[torch.Tensor, RecurrentState]:
-        """One step from ``inputs`` ``(B, input_size)``, restarting rows where ``reset`` ``(B,)`` is true.
-
-        :param in_place: overwrite ``state["matrix"]`` with the new memory instead of allocating one
-            (for long rollouts without autograd, e.g. imagination).
-        :return: ``h`` ``(B, D)`` and the new state.
-        """
-        if in_place and torch.is_grad_enabled():
-            raise ValueError("in_place steps are for rollouts without autograd: use torch.no_grad()")
-        if reset is not None and bool(reset.any()):
-            keep = (~reset).to(inputs.dtype)
-            restart = lambda value: value * keep.view(-1, *([1] * (value.ndim - 1)))  # noqa: E731
-            matrix = state["matrix"].mul_(keep.view(-1, 1, 1, 1, 1)) if in_place else restart(state["matrix"])
-            state = {**{name: restart(value) for name, value in state.items() if name != "matrix"}, "matrix": matrix}
-        x = self.embed(inputs)
-        matrices, shifts_time, shifts_channel = [], [], []
-        for index, layer in enumerate(self.layers):
-            x, memory, y, z = layer.step(
-                x,
-                state["matrix"][:, index],
-                state["shift_time"][:, index],
-                state["shift_channel"][:, index],
-                in_place=in_place,
-            )
-            matrices.append(memory)
-            shifts_time.append(y)
-            shifts_channel.append(z)
-        h = self.out_norm(x)
-        matrix = state["matrix"] if in_place else torch.stack(matrices, dim=1)
-        return h, {
-            "matrix": matrix,
-            "shift_time": torch.stack(shifts_time, dim=1),
-            "shift_channel": torch.stack(shifts_channel, dim=1),
-            "readout": h,
-        }
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x.reshape(-1, x.shape[-1])).reshape(x.shape)
 
 
 class ConvEncoder(nn.Module):
-    """Stride-2 convolutions (kernel 4) with channel LayerNorm and SiLU: 64x64x3 -> 4x4x256 by default."""
+    """Stride-2 convolutions (kernel 4, no bias), each followed by a norm and SiLU: 64x64x3 -> 4x4x256."""
 
-    def __init__(self, image_shape: tuple[int, int, int], channels: tuple[int, ...]) -> None:
+    def __init__(self, image_shape: tuple[int, int, int], channels: tuple[int, ...], norm: str = "batch") -> None:
         super().__init__()
         layers: list[nn.Module] = []
         in_channels = image_shape[0]
         for out_channels in channels:
-            layers += [
-                nn.Conv2d(in_channels, out_channels, 4, 2, 1, bias=False),
-                nn.GroupNorm(1, out_channels),
-                nn.SiLU(),
-            ]
+            layers += [nn.Conv2d(in_channels, out_channels, 4, 2, 1, bias=False), _norm2d(norm, out_channels), nn.SiLU()]
             in_channels = out_channels
         self.net = nn.Sequential(*layers)
         sizes = [tuple(image_shape[1:])]
@@ -370,15 +173,22 @@ class ConvEncoder(nn.Module):
 
 
 class ConvDecoder(nn.Module):
-    """Mirror of :class:`ConvEncoder`: latent -> image in [-0.5, 0.5] space (the mean of a unit Gaussian)."""
+    """The reference's decoder from the latent alone: Linear (no bias) and a norm to the smallest feature
+    map, transposed convolutions with norm and SiLU, a last transposed convolution and a sigmoid (pixels in [0, 1])."""
 
     def __init__(
-        self, in_size: int, image_shape: tuple[int, int, int], encoder: ConvEncoder, channels: tuple[int, ...]
+        self,
+        in_size: int,
+        image_shape: tuple[int, int, int],
+        encoder: ConvEncoder,
+        channels: tuple[int, ...],
+        norm: str = "batch",
     ) -> None:
         super().__init__()
         self.sizes = encoder.sizes[::-1]
         self.first_shape = (channels[-1], *self.sizes[0])
-        self.linear = nn.Linear(in_size, int(np.prod(self.first_shape)))
+        self.linear = nn.Linear(in_size, int(np.prod(self.first_shape)), bias=False)
+        self.first_norm = _norm2d(norm, channels[-1])
         out_channels = list(channels[-2::-1]) + [image_shape[0]]
         self.deconvs = nn.ModuleList()
         self.norms = nn.ModuleList()
@@ -386,20 +196,36 @@ class ConvDecoder(nn.Module):
         for index, out in enumerate(out_channels):
             last = index == len(out_channels) - 1
             self.deconvs.append(nn.ConvTranspose2d(in_channels, out, 4, 2, 1, bias=last))
-            self.norms.append(nn.Identity() if last else nn.Sequential(nn.GroupNorm(1, out), nn.SiLU()))
+            self.norms.append(nn.Sigmoid() if last else nn.Sequential(_norm2d(norm, out), nn.SiLU()))
             in_channels = out
 
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
         batch = latent.shape[:-1]
-        x = self.linear(latent).reshape(-1, *self.first_shape)
+        x = self.first_norm(self.linear(latent).reshape(-1, *self.first_shape))
         for deconv, norm, size in zip(self.deconvs, self.norms, self.sizes[1:]):
             x = norm(deconv(x, output_size=list(size)))
         return x.reshape(*batch, *x.shape[1:])
 
 
+def reconstruction_loss(prediction: torch.Tensor, image: torch.Tensor) -> torch.Tensor:
+    """The reference's image loss: half the squared error summed over pixels, zero where the prediction
+    truncates to the target's 8-bit value (``image`` holds bytes / 255), averaged over the batch dims."""
+    same_byte = (prediction.detach() * 255.0).to(torch.uint8) == (image * 255.0).round().to(torch.uint8)
+    residual = (prediction - image).masked_fill(same_byte, 0.0)
+    return 0.5 * residual.square().sum((-3, -2, -1)).mean()
+
+
 @dataclass
 class WorldModelConfig:
-    """Sizes of the world model (paper defaults)."""
+    """Sizes, options and loss scales of the world model (defaults: the reference's Atari model).
+
+    ``seq_divisor`` sets the key and value size of each cell's single matrix memory to
+    ``seq_width // seq_divisor`` (4: 128 x 128 at width 512; the reference's DMC model uses 8).
+    ``seq_readout_norm`` / ``seq_tanh``: RMSNorm on each cell's read-out (Atari) / ``tanh`` on ``h`` (DMC).
+    ``norm``: ``"batch"`` (the reference's BatchNorm in the conv stages, the decoder and on the posterior
+    and prior logits; needs at least 2 samples per training batch) or ``"group"`` (GroupNorm(1, C) and
+    LayerNorm, independent of the batch).
+    """
 
     stoch: int = 32
     classes: int = 32
@@ -409,7 +235,11 @@ class WorldModelConfig:
     mlp_layers: int = 2
     seq_width: int = 512
     seq_cells: int = 2
-    seq_heads: int = 4
+    seq_divisor: int = 4
+    seq_dropout: float = 0.1
+    seq_readout_norm: bool = True
+    seq_tanh: bool = False
+    norm: str = "batch"
     reward_bins: int = 255
     free_bits: float = 1.0
     dyn_scale: float = 0.5
@@ -421,39 +251,52 @@ class WorldModel(nn.Module):
 
     :param layout: the observation layout.
     :param action_size: size of the action encoding (one-hot for ``Discrete``, the ``Box`` dimension).
-    :param config: sizes and loss scales.
-    :param scan_method: :func:`linear_recurrence` method for the window pass.
+    :param config: sizes, options and loss scales.
+    :param scan_method: :func:`~delayzoo.agents.pwm.sequence.matrix_memory` method of the window pass.
     """
 
     def __init__(
         self, layout: ObservationLayout, action_size: int, config: WorldModelConfig, scan_method: str = "auto"
     ) -> None:
         super().__init__()
+        _check_norm(config.norm)
         self.layout, self.config, self.action_size, self.scan_method = layout, config, action_size, scan_method
         self.latent_size = config.stoch * config.classes
         self.feature_size = self.latent_size + config.seq_width
         embed_size = 0
         self.image_encoder = self.image_decoder = None
         if layout.image_shape is not None:
-            self.image_encoder = ConvEncoder(layout.image_shape, tuple(config.cnn_channels))
-            self.image_decoder = ConvDecoder(
-                self.latent_size, layout.image_shape, self.image_encoder, tuple(config.cnn_channels)
-            )
+            channels = tuple(config.cnn_channels)
+            self.image_encoder = ConvEncoder(layout.image_shape, channels, config.norm)
+            self.image_decoder = ConvDecoder(self.latent_size, layout.image_shape, self.image_encoder, channels, config.norm)
             embed_size += self.image_encoder.out_size
         self.vector_encoder = self.vector_decoder = None
         if layout.vector_size:
             self.vector_encoder = mlp(layout.vector_size, config.mlp_units, config.mlp_layers)
             self.vector_decoder = mlp(self.latent_size, config.mlp_units, config.mlp_layers, layout.vector_size)
             embed_size += config.mlp_units
-        self.posterior = nn.Linear(embed_size, self.latent_size)
-        self.sequence = SequenceModel(
-            self.latent_size + action_size, config.seq_width, config.seq_cells, config.seq_heads
+        self.posterior = nn.Sequential(
+            nn.Linear(embed_size, self.latent_size, bias=False), LogitNorm(config.norm, self.latent_size)
         )
-        self.prior = mlp(config.seq_width, config.mlp_units, 1, self.latent_size)
+        self.sequence = SequenceModel(
+            self.latent_size + action_size,
+            config.seq_width,
+            config.seq_cells,
+            divisor=config.seq_divisor,
+            dropout=config.seq_dropout,
+            readout_norm=config.seq_readout_norm,
+            tanh=config.seq_tanh,
+        )
+        self.prior = nn.Sequential(
+            GatedFeedForward(config.seq_width, config.seq_dropout),
+            nn.Linear(config.seq_width, self.latent_size),
+            LogitNorm(config.norm, self.latent_size),
+        )
         self.reward_head = mlp(config.seq_width, config.mlp_units, config.mlp_layers, config.reward_bins)
         self.continue_head = mlp(config.seq_width, config.mlp_units, config.mlp_layers, 1)
-        nn.init.zeros_(self.reward_head[-1].weight)
-        nn.init.zeros_(self.reward_head[-1].bias)
+        for head in (self.reward_head, self.continue_head):
+            nn.init.zeros_(head[-1].weight)
+            nn.init.zeros_(head[-1].bias)
         self.register_buffer("reward_support", symlog_support(config.reward_bins), persistent=False)
 
     def _probs(self, logits: torch.Tensor) -> torch.Tensor:
@@ -478,7 +321,8 @@ class WorldModel(nn.Module):
         return sample.reshape(*sample.shape[:-2], -1)
 
     def encode(self, obs, batch_dims: int) -> torch.Tensor:
-        """Posterior log-probabilities ``batch + (stoch, classes)`` of preprocessed-by-layout observations."""
+        """The posterior ``q(z_t | o_t)``: log-probabilities ``batch + (stoch, classes)`` of observations
+        with ``batch_dims`` leading dims (from the frame alone, as in the reference)."""
         embeds = []
         image = self.layout.image(obs, batch_dims)
         if image is not None:
@@ -487,6 +331,14 @@ class WorldModel(nn.Module):
         if vector is not None:
             embeds.append(self.vector_encoder(symlog(vector)))
         return self.latent_logits(self.posterior(torch.cat(embeds, dim=-1)))
+
+    def prior_log_probs(self, h: torch.Tensor) -> torch.Tensor:
+        """The prior ``p(z_{t+1} | h_t)``: log-probabilities ``(..., stoch, classes)``."""
+        return self.latent_logits(self.prior(h))
+
+    def initial_state(self, batch: int, device: torch.device | str | None = None) -> RecurrentState:
+        """The recurrent state of ``batch`` episode starts (all zeros)."""
+        return self.sequence.initial_state(batch, self.reward_support.device if device is None else device)
 
     def features(self, latent: torch.Tensor, readout: torch.Tensor) -> torch.Tensor:
         """The agent's input ``[z_t, h_{t-1}]``."""
@@ -500,9 +352,25 @@ class WorldModel(nn.Module):
         reset: torch.Tensor | None = None,
         in_place: bool = False,
     ) -> tuple[torch.Tensor, RecurrentState]:
-        """Advance the sequence model by ``(z_t, a_t)``; returns ``h_t`` and the new state
-        (see :meth:`SequenceModel.step` for ``reset`` and ``in_place``)."""
+        """Advance the sequence model by ``(z_t, a_t)`` (action encodings); returns ``h_t`` and the new
+        state (see :meth:`SequenceModel.step` for ``reset`` and ``in_place``)."""
         return self.sequence.step(torch.cat([latent, action], dim=-1), reset, state, in_place=in_place)
+
+    def prior_step(
+        self,
+        latent: torch.Tensor,
+        action: torch.Tensor,
+        state: RecurrentState,
+        reset: torch.Tensor | None = None,
+        in_place: bool = False,
+        deterministic: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, RecurrentState]:
+        """One imagined step: :meth:`step`, then a sample (or the mode) of the prior of the next latent.
+
+        :return: ``h_t``, the next latent ``z_{t+1}`` (flattened one-hot) and the new state.
+        """
+        h, state = self.step(latent, action, state, reset, in_place)
+        return h, self.sample_latent(self.prior_log_probs(h), deterministic), state
 
     def reward(self, h: torch.Tensor) -> torch.Tensor:
         """Expected reward of the step that produced ``h`` (symlog two-hot decoded)."""
@@ -527,25 +395,33 @@ class WorldModel(nn.Module):
         :param reward: rewards ``(T, B)``; ``terminal``: ``(T, B)`` (terminated or life lost);
             ``is_first``: ``(T, B)`` booleans.
         :return: the loss, scalar metrics, and the imagination starts: ``latent`` ``(T, B, Z)`` and
-            ``state`` (the recurrent state before every step, reset where ``is_first``), all detached.
+            ``state`` (the recurrent state before every step, zero where ``is_first``), all detached.
+            The states' ``matrix`` shares memory with the pass's saved tensors: modify it only after
+            ``backward`` (imagination updates it in place).
         """
         steps, batch = reward.shape
         config = self.config
+        if self.training and config.norm == "batch" and (steps - 1) * batch < 2:
+            raise ValueError(
+                f"norm='batch' needs at least 2 samples per training batch, got windows of {steps} steps x "
+                f"{batch} (the prior sees (steps - 1) x batch samples): use a larger batch or norm='group'"
+            )
         post = self.encode(obs, batch_dims=2)
         latent = self.sample_latent(post)
 
         reconstruction = torch.zeros((), device=reward.device)
         image = self.layout.image(obs, 2)
         if image is not None:
-            reconstruction = reconstruction + (self.image_decoder(latent) - image).square().sum((-3, -2, -1)).mean()
+            reconstruction = reconstruction + reconstruction_loss(self.image_decoder(latent), image)
         vector = self.layout.vector(obs, 2)
         if vector is not None:
-            reconstruction = reconstruction + (self.vector_decoder(latent) - symlog(vector)).square().sum(-1).mean()
+            error = self.vector_decoder(latent) - symlog(vector)
+            reconstruction = reconstruction + 0.5 * error.square().sum(-1).mean()
 
         initial = self.sequence.initial_state(batch, reward.device)
-        h, states = self.sequence(torch.cat([latent, action], dim=-1), is_first, initial, method=self.scan_method)
+        h, starts, _ = self.sequence(torch.cat([latent, action], dim=-1), is_first, initial, method=self.scan_method)
 
-        prior = self.latent_logits(self.prior(h[:-1]))
+        prior = self.prior_log_probs(h[:-1])
         target = post[1:]
         same_episode = (~is_first[1:]).float()
         dyn = _categorical_kl(target.detach(), prior).clamp(min=config.free_bits)
@@ -567,11 +443,7 @@ class WorldModel(nn.Module):
             "continuation_loss": continue_loss.item(),
             "world_model_loss": loss.item(),
         }
-        keep = (~is_first).to(h.dtype)
-        previous = {
-            name: value[:-1].mul_(keep.view(steps, batch, *([1] * (value.ndim - 2)))) for name, value in states.items()
-        }
-        return loss, metrics, {"latent": latent.detach(), "state": previous}
+        return loss, metrics, {"latent": latent.detach(), "state": starts}
 
 
 def _categorical_kl(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:

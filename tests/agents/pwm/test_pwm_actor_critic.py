@@ -7,7 +7,7 @@ from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, cum
 from delayzoo.agents.pwm.world_model import ObservationLayout, WorldModel, WorldModelConfig
 
 TINY_WM = WorldModelConfig(
-    stoch=4, classes=4, mlp_units=16, mlp_layers=1, seq_width=16, seq_cells=1, seq_heads=2, reward_bins=21
+    stoch=4, classes=4, mlp_units=16, mlp_layers=1, seq_width=16, seq_cells=1, seq_divisor=2, reward_bins=21
 )
 TINY_AC = ActorCriticConfig(units=16, layers=1, value_bins=21)
 

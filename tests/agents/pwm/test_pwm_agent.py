@@ -17,7 +17,7 @@ TINY = dict(
         mlp_layers=1,
         seq_width=16,
         seq_cells=1,
-        seq_heads=2,
+        seq_divisor=2,
         reward_bins=21,
     ),
     actor_critic_kwargs=dict(units=16, layers=1, value_bins=21),
@@ -240,3 +240,32 @@ def test_load_refuses_models_of_other_algorithms(tmp_path):
 def test_unknown_size_keywords_are_named():
     with pytest.raises(TypeError, match="seq_depth"):
         PWM("MlpPolicy", "CartPole-v1", **{**FAST, "policy_kwargs": {"world_model_kwargs": {"seq_depth": 3}}})
+
+
+@pytest.mark.parametrize(
+    "policy_kwargs, error, match",
+    [
+        ({"world_model_kwarg": {}}, TypeError, r"'world_model_kwarg'.*accepted keys.*world_model_kwargs"),
+        ({"world_model_kwargs": {"seq_heads": 4}}, TypeError, r"'seq_heads'.*accepted keys.*seq_divisor"),
+        ({"actor_critic_kwargs": {"unit": 4}}, TypeError, r"'unit'.*accepted keys.*units"),
+        ({"world_model_kwargs": {"norm": "layer"}}, ValueError, r"'layer'.*'batch', 'group'"),
+        ({"world_model_kwargs": {"seq_width": 16, "seq_divisor": 3}}, ValueError, "seq_divisor=3"),
+        ({"scan_method": "fast"}, ValueError, r"'fast'.*'auto', 'parallel', 'sequential'"),
+    ],
+)
+def test_unknown_policy_keys_and_options_fail_at_construction_naming_them(policy_kwargs, error, match):
+    kwargs = {**TINY, **policy_kwargs}
+    if "world_model_kwargs" in policy_kwargs and "norm" not in policy_kwargs["world_model_kwargs"]:
+        kwargs["world_model_kwargs"] = {**TINY["world_model_kwargs"], **policy_kwargs["world_model_kwargs"]}
+    with pytest.raises(error, match=match):
+        PWM("MlpPolicy", "CartPole-v1", **{**FAST, "policy_kwargs": kwargs})
+
+
+def test_batch_norm_with_one_sample_per_training_batch_is_a_clear_error():
+    one_sample = {**FAST, "batch_size": 1, "sequence_length": 2, "learning_starts": 24}
+    with pytest.raises(ValueError, match="norm='batch' needs at least 2 samples.*norm='group'"):
+        PWM("MlpPolicy", "CartPole-v1", **one_sample)
+    group = {**TINY, "world_model_kwargs": {**TINY["world_model_kwargs"], "norm": "group"}}
+    model = PWM("MlpPolicy", "CartPole-v1", **{**one_sample, "policy_kwargs": group}).learn(30)
+    assert model._n_updates > 0
+    assert all(torch.isfinite(p).all() for p in model.policy.parameters())

@@ -73,7 +73,7 @@ def test_forecast_equals_a_step_by_step_prior_rollout_through_each_envs_pending_
             z, s = latent[row : row + 1], {name: value[row : row + 1] for name, value in state.items()}
             for k in range(delay):
                 h, s = world_model.step(z, pending[row : row + 1, k], s)
-                z = world_model.sample_latent(world_model.latent_logits(world_model.prior(h)), True)
+                z = world_model.sample_latent(world_model.prior_log_probs(h), deterministic=True)
             assert torch.allclose(ahead[row], z[0], atol=1e-5)
             for name in s:
                 assert torch.allclose(ahead_state[name][row], s[name][0], atol=1e-5), name

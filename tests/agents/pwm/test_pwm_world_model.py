@@ -3,7 +3,9 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from delayzoo.agents.pwm.world_model import ObservationLayout, SequenceModel, WorldModel, WorldModelConfig
+from delayzoo.agents.pwm.policies import PWMPolicy
+from delayzoo.agents.pwm.sequence import SequenceModel
+from delayzoo.agents.pwm.world_model import ObservationLayout, WorldModel, WorldModelConfig
 
 TINY = WorldModelConfig(
     stoch=4,
@@ -13,9 +15,13 @@ TINY = WorldModelConfig(
     mlp_layers=1,
     seq_width=16,
     seq_cells=2,
-    seq_heads=2,
+    seq_divisor=2,
     reward_bins=21,
 )
+
+
+def sequence_model(input_size, width, cells, divisor=2, dropout=0.0, **kwargs):
+    return SequenceModel(input_size, width, cells, divisor=divisor, dropout=dropout, **kwargs)
 
 
 def random_state(model, batch, generator):
@@ -23,64 +29,148 @@ def random_state(model, batch, generator):
 
 
 @pytest.mark.parametrize("method", ["parallel", "sequential"])
-def test_window_pass_equals_step_by_step_rollout_with_resets(method):
+@pytest.mark.parametrize("tanh", [False, True])
+def test_window_pass_equals_step_by_step_rollout_with_resets(method, tanh):
     torch.manual_seed(0)
     generator = torch.Generator().manual_seed(1)
-    model = SequenceModel(input_size=7, width=16, cells=2, heads=2)
+    model = sequence_model(7, 16, 2, tanh=tanh, readout_norm=not tanh)
     steps, batch = 11, 3
     inputs = torch.randn(steps, batch, 7, generator=generator)
     reset = torch.rand(steps, batch, generator=generator) < 0.2
     reset[0, 0] = True
     reset[4, 1] = True
+    reset[10, 2] = True
     state = random_state(model, batch, generator)
 
-    h_window, states = model(inputs, reset, state, method=method)
-    for name in state:
-        torch.testing.assert_close(states[name][0], state[name])
+    h_window, starts, final = model(inputs, reset, state, method=method)
     step_state, h_steps = state, []
     for t in range(steps):
+        keep = (~reset[t]).float()
+        before = {name: value * keep.view(-1, *([1] * (value.ndim - 1))) for name, value in step_state.items()}
+        for name in before:  # the imagination starts: the state before every step, restarted where reset
+            torch.testing.assert_close(starts[name][t], before[name], rtol=1e-4, atol=1e-5)
         h, step_state = model.step(inputs[t], reset[t], step_state)
         h_steps.append(h)
-        for name in step_state:
-            torch.testing.assert_close(states[name][t + 1], step_state[name], rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(h_window, torch.stack(h_steps), rtol=1e-4, atol=1e-5)
+    for name in final:
+        torch.testing.assert_close(final[name], step_state[name], rtol=1e-4, atol=1e-5)
+
+
+def atari_world_model(norm="batch", dropout=0.0):
+    config = WorldModelConfig(
+        stoch=4, classes=4, cnn_channels=(4, 8), mlp_units=16, seq_width=16, seq_divisor=2, reward_bins=21,
+        norm=norm, seq_dropout=dropout,
+    )
+    return WorldModel(ObservationLayout(spaces.Box(0, 255, (3, 16, 16), np.uint8)), 3, config)
+
+
+def observe_then_roll(model, obs, action, reset):
+    """Posterior + window pass against posterior + step-by-step rollout, on the same latents."""
+    steps, batch = reset.shape
+    latent = model.sample_latent(model.encode(obs, 2), deterministic=True)
+    h_window, _, _ = model.sequence(torch.cat([latent, action], -1), reset, model.initial_state(batch))
+    state, h_steps = model.initial_state(batch), []
+    for t in range(steps):
+        step_latent = model.sample_latent(model.encode(obs[t], 1), deterministic=True)
+        torch.testing.assert_close(step_latent, latent[t])
+        h, state = model.step(step_latent, action[t], state, reset=reset[t])
+        h_steps.append(h)
+    return h_window, torch.stack(h_steps)
+
+
+@pytest.mark.parametrize("mode", ["eval", "train with frozen statistics"])
+def test_batch_norm_world_model_window_pass_equals_step_by_step(mode):
+    torch.manual_seed(0)
+    model = atari_world_model()
+    obs = torch.randint(0, 256, (9, 3, 3, 16, 16), dtype=torch.uint8)
+    with torch.no_grad():  # give the running statistics something other than their initial values
+        model.train()
+        model.encode(obs, 2)
+    action = torch.nn.functional.one_hot(torch.randint(0, 3, (9, 3)), 3).float()
+    reset = torch.zeros(9, 3, dtype=torch.bool)
+    reset[0] = True
+    reset[5, 1] = True
+    model.eval()
+    if mode != "eval":
+        model.train()
+        for module in model.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.eval()
+    with torch.no_grad():
+        h_window, h_steps = observe_then_roll(model, obs, action, reset)
+    torch.testing.assert_close(h_window, h_steps, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_needs_two_samples_per_training_batch():
+    model = atari_world_model()
+    obs = torch.randint(0, 256, (2, 1, 3, 16, 16), dtype=torch.uint8)
+    args = (torch.zeros(2, 1, 3), torch.zeros(2, 1), torch.zeros(2, 1), torch.ones(2, 1, dtype=torch.bool))
+    with pytest.raises(ValueError, match="norm='batch' needs at least 2 samples"):
+        model.loss(obs, *args)
+    group = atari_world_model(norm="group")
+    loss, _, _ = group.loss(obs, *args)
+    assert torch.isfinite(loss)
+
+
+def test_unknown_norm_is_named():
+    with pytest.raises(ValueError, match="'layer'.*'batch', 'group'"):
+        atari_world_model(norm="layer")
+
+
+def test_reference_sizes_at_atari_shapes():
+    """PaMoRL's Atari model (64x64x3, 18 actions): 14,649,731 world-model parameters, 3,422,736 for the
+    actor, critic and slow critic, and a recurrent state of 2 x 128 x 128 memories + 2 x 512 last inputs
+    + the 512 read-out = 34,304 floats per sample."""
+    policy = PWMPolicy(spaces.Box(0, 255, (3, 64, 64), np.uint8), spaces.Discrete(18), lambda _: 1e-4)
+    count = lambda module: sum(p.numel() for p in module.parameters())  # noqa: E731
+    assert count(policy.world_model) == 14_649_731
+    assert count(policy.actor_critic) == 3_422_736
+    assert count(policy.world_model.sequence) == 2_640_128  # input layer 797,696 + two cells of 921,216
+    state = policy.initial_state(1)
+    assert state["matrix"].shape == (1, 2, 128, 128)
+    assert sum(value[0].numel() for value in state.values()) == 34_304
+    assert isinstance(policy.world_model_optimizer, torch.optim.AdamW)
+    assert policy.world_model_optimizer.defaults["weight_decay"] == 0.01 and policy.world_model_grad_clip == 100
 
 
 def test_reset_makes_the_output_independent_of_the_past():
     torch.manual_seed(0)
-    model = SequenceModel(input_size=3, width=8, cells=2, heads=2)
+    model = sequence_model(3, 8, 2)
     inputs = torch.randn(6, 2, 3)
     inputs[:3, 1] = torch.randn(3, 3)  # env 1 has a different past
     inputs[3:, 1] = inputs[3:, 0]  # and the same future
     reset = torch.zeros(6, 2, dtype=torch.bool)
     reset[3] = True
-    h, _ = model(inputs, reset, model.initial_state(2), method="parallel")
+    h, _, _ = model(inputs, reset, model.initial_state(2), method="parallel")
     torch.testing.assert_close(h[3:, 0], h[3:, 1])
     assert not torch.allclose(h[:3, 0], h[:3, 1])
 
 
 def test_memory_carries_information_across_steps():
     torch.manual_seed(0)
-    model = SequenceModel(input_size=3, width=8, cells=1, heads=2)
+    model = sequence_model(3, 8, 1)
     inputs = torch.randn(5, 2, 3)
     inputs[1:, 1] = inputs[1:, 0]  # only step 0 differs
-    h, _ = model(inputs, torch.zeros(5, 2, dtype=torch.bool), model.initial_state(2))
+    h, _, _ = model(inputs, torch.zeros(5, 2, dtype=torch.bool), model.initial_state(2))
     assert not torch.allclose(h[4, 0], h[4, 1])
 
 
 def test_gradients_match_between_scan_methods():
     torch.manual_seed(0)
-    model = SequenceModel(input_size=5, width=16, cells=2, heads=4).double()
+    model = sequence_model(5, 16, 2, divisor=4).double()
     inputs = torch.randn(9, 2, 5, dtype=torch.float64)
     reset = torch.zeros(9, 2, dtype=torch.bool)
     reset[5, 0] = True
-    state = {k: v.double() for k, v in model.initial_state(2).items()}
+    reset[8, 1] = True
+    generator = torch.Generator().manual_seed(3)
+    state = {k: torch.randn(v.shape, generator=generator, dtype=torch.float64) for k, v in model.initial_state(2).items()}
     grads = []
     for method in ("parallel", "sequential"):
         model.zero_grad()
-        h, _ = model(inputs, reset, state, method=method)
+        leaf = {k: v.clone().requires_grad_() for k, v in state.items()}
+        h, _, _ = model(inputs, reset, leaf, method=method)
         h.square().sum().backward()
-        grads.append([p.grad.clone() for p in model.parameters()])
+        grads.append([p.grad.clone() for p in model.parameters()] + [leaf[k].grad for k in ("matrix", "last_input")])
     for parallel, sequential in zip(*grads):
         torch.testing.assert_close(parallel, sequential)
 
@@ -131,6 +221,7 @@ def test_world_model_loss_trains_and_returns_imagination_starts(space):
     assert set(metrics) >= {"reconstruction_loss", "dynamics_loss", "reward_loss", "continuation_loss"}
     assert starts["latent"].shape == (steps, batch, TINY.stoch * TINY.classes)
     assert starts["state"]["matrix"].shape[:2] == (steps, batch)
+    assert torch.isfinite(torch.tensor(metrics["reconstruction_loss"]))
     assert torch.all(starts["state"]["matrix"][3, 0] == 0) and torch.all(starts["state"]["readout"][0] == 0)
     assert torch.any(starts["state"]["readout"][2, 0] != 0)
 
@@ -161,7 +252,7 @@ def test_latent_samples_follow_the_categorical_and_pass_straight_through_gradien
 
 def test_in_place_steps_match_allocating_steps_and_refuse_autograd():
     torch.manual_seed(0)
-    model = SequenceModel(input_size=4, width=16, cells=2, heads=2)
+    model = sequence_model(4, 16, 2)
     generator = torch.Generator().manual_seed(2)
     state = random_state(model, 3, generator)
     inputs = torch.randn(3, 4, generator=generator)
