@@ -180,23 +180,18 @@ class PWMPolicy(BasePolicy):
         latent = self.world_model.sample_latent(
             self.world_model.encode(self.model_observation(obs), batch_dims=1), deterministic
         )
-        if self.delay_mode != "forecast":
-            raw, encoding = self.actor_critic.actor.sample(
-                self.world_model.features(latent, state["readout"]), deterministic
-            )
-            _, state = self.world_model.step(latent, encoding, state)
-        else:
+        ahead, ahead_state, pending = latent, state, None
+        if self.delay_mode == "forecast":
             view = read_pending_view(obs, self.action_space)
             pending = self.encode_pending(view.actions)
             ahead, ahead_state = forecast_state(self.world_model, latent, state, pending, view.delays, deterministic)
-            raw, encoding = self.actor_critic.actor.sample(
-                self.world_model.features(ahead, ahead_state["readout"]), deterministic
-            )
-            # The env executes pending action 0 now when the delay is positive, the decision itself at delay 0.
-            executed = encoding
-            if pending.shape[1]:
-                executed = torch.where((view.delays > 0).unsqueeze(-1), pending[:, 0], encoding)
-            _, state = self.world_model.step(latent, executed, state)
+        raw, executed = self.actor_critic.actor.sample(
+            self.world_model.features(ahead, ahead_state["readout"]), deterministic
+        )
+        if pending is not None and pending.shape[1]:
+            # The env executes pending action 0 now when the delay is positive, the decision at delay 0.
+            executed = torch.where((view.delays > 0).unsqueeze(-1), pending[:, 0], executed)
+        _, state = self.world_model.step(latent, executed, state)
         if not self.actor_critic.actor.discrete:
             raw = raw.clamp(-1.0, 1.0)
         return raw, state
