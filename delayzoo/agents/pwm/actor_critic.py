@@ -159,19 +159,18 @@ class ActorCritic(nn.Module):
         world_model.eval()
         try:
             features = [world_model.features(latent, state["readout"])]
-            raw_actions, rewards, continues = [], [], []
+            raw_actions, outputs = [], []
             for _ in range(horizon):
                 raw, encoding = self.actor.sample(features[-1])
                 h, latent, state = world_model.prior_step(latent, encoding, state, in_place=True)
                 raw_actions.append(raw)
-                rewards.append(world_model.reward(h))
-                continues.append(world_model.continuation(h))
+                outputs.append(h)
                 features.append(world_model.features(latent, h))
+            h = torch.stack(outputs)  # the heads run once over the whole rollout
+            rewards, continues = world_model.reward(h), world_model.continuation(h)
         finally:
             world_model.train(was_training)
-        return Imagination(
-            torch.stack(features), torch.stack(raw_actions), torch.stack(rewards), torch.stack(continues)
-        )
+        return Imagination(torch.stack(features), torch.stack(raw_actions), rewards, continues)
 
     def loss(
         self,

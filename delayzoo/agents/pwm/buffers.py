@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import pathlib
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -11,6 +12,11 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.buffers import BaseBuffer
 from stable_baselines3.common.preprocessing import is_image_space
+
+try:
+    import psutil
+except ImportError:  # optional, as in SB3's buffers
+    psutil = None
 
 
 class SequenceSamples(NamedTuple):
@@ -63,6 +69,24 @@ class SequenceReplayBuffer(BaseBuffer):
         self.terminals = np.zeros((self.buffer_size, n_envs), dtype=bool)
         self.is_first = np.zeros((self.buffer_size, n_envs), dtype=bool)
         self.next_is_first = np.ones(n_envs, dtype=bool)
+        self._check_memory()
+
+    def nbytes(self) -> int:
+        """Bytes the buffer holds once full (``np.zeros`` commits its pages only as they are written)."""
+        return sum(array.nbytes for array in self._arrays().values())
+
+    def _check_memory(self) -> None:
+        """Warn, like SB3's ``ReplayBuffer``, when the full buffer will not fit in the available memory."""
+        if psutil is None:
+            return
+        available = psutil.virtual_memory().available
+        if self.nbytes() > available:
+            warnings.warn(
+                f"This system does not have apparently enough memory to store the complete replay buffer: "
+                f"{self.nbytes() / 1e9:.2f} GB > {available / 1e9:.2f} GB available "
+                f"(buffer_size={self.buffer_size * self.n_envs}); lower buffer_size or the observation size",
+                stacklevel=3,
+            )
 
     def _space(self, key: str | None) -> spaces.Space:
         return self.observation_space if key is None else self.observation_space.spaces[key]

@@ -6,6 +6,7 @@ import inspect
 import io
 import pathlib
 import time
+import warnings
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
@@ -15,7 +16,7 @@ from gymnasium import spaces
 from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule, TrainFrequencyUnit
 from stable_baselines3.common.vec_env import VecEnv
 
 from delayzoo.agents.common.plain_save import PlainSaveMixin
@@ -25,6 +26,12 @@ from delayzoo.wrappers.delay import ExecutionDelay
 from delayzoo.agents.pwm.world_model import ObservationLayout
 
 SelfPWM = TypeVar("SelfPWM", bound="PWM")
+
+LARGE_IMAGE_SIDE = 96
+"""Images with a larger side get a warning: PWM's model and replay are sized for 64x64 frames."""
+
+LONG_RUN_SECONDS = 600.0
+"""A learn() call projected to take longer than this on a CPU says so after its first update."""
 
 
 class PartClock:
@@ -47,14 +54,21 @@ class PartClock:
 
 
 class PWM(PlainSaveMixin, OffPolicyAlgorithm):
-    """Parallel World Model agent: a categorical-latent world model whose sequence model is a gated
-    linear recurrence trained over whole windows by a parallel scan, and an actor-critic trained in
-    imagination with lambda-returns computed by the same scan run backwards.
+    """Parallel World Model agent (PaMoRL): by default the paper's model, losses, optimisers and schedule.
+
+    The world model encodes each frame alone into 32 categoricals of 32 classes (BatchNorm in the conv
+    stages and on the posterior and prior logits), runs a sequence model of two cells with one
+    128 x 128 matrix memory each (a data-dependent gated linear recurrence) over whole 64-step windows,
+    and predicts rewards and continuation; the actor-critic learns in imagination (horizon 15) with
+    lambda-returns from both the critic and the slow critic. At Atari shapes the model has the
+    reference's 14,649,731 world-model and 3,422,736 agent parameters.
 
     One world-model update and one actor-critic update per ``train_freq`` env steps after
     ``learning_starts`` random steps (:meth:`train` reads top to bottom). Life losses
     (``info["life_loss"]``, see ``delayzoo.wrappers.LifeLossInfo``) are terminals for the
     continuation head and restart the recurrent state, while scores stay per game (``Monitor``).
+    Evaluate it the same way: the zoo does; with SB3's ``evaluate_policy`` / ``EvalCallback`` use
+    :mod:`delayzoo.agents.common.evaluation` (``evaluate_policy`` or ``LifeLossEpisodeStarts``).
 
     Execution delay (``delayzoo.wrappers.ExecutionDelay``; the agent reads the wrapper's documented
     fields and never re-implements its rule), chosen with ``delay_mode``:
@@ -76,17 +90,60 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     On CartPole-v1 under ``RandomWalkDelay(max_delay=5)``, forecast learns where the other two do not
     (``benchmarks/pwm_delay_modes.py``; figures in the README).
 
-    Differences from the reference implementation, which we consider bugs:
+    Differences from the reference implementation (Wongziseoi/PaMoRL), each with its reason.
+
+    Bugs of the reference, fixed:
 
     - the entropy bonus is the entropy of each imagined step's action distribution (summed over
       action dimensions), weighted like that step's policy-gradient term, instead of a tensor of the
       wrong shape broadcast against the advantages;
     - imagined steps are weighted by the *cumulative* product of predicted continuations, so steps
-      after an imagined episode end stop counting;
+      after an imagined episode end stop counting (the reference weights step ``k`` by ``c_{k-1}`` alone);
     - episode returns are reported by SB3's ``Monitor`` on the base env, without the reference's
       off-by-one between rewards and episode ends;
     - continuous actions are clipped to [-1, 1] and rescaled to the ``Box`` bounds: never outside the
-      action space.
+      action space (the reference's samples leave it, and only ``python -O`` hides the failing assert).
+
+    Smaller fixes, because the reference's behaviour is unintended:
+
+    - the timestep dropout inside the recurrence skips a dropped step (no decay, no write) and does not
+      rescale kept steps; the reference's 1 / 0.9 rescaling turns forget gates below 0.1 negative;
+    - where the next observation starts an episode (or follows a life loss), its KL term is skipped and
+      imagination starts from a restarted state: the reference asks the prior to predict a post-reset
+      frame from pre-reset history;
+    - free bits (1 nat) clip each step's KL, then average (DreamerV3); the reference clips the batch
+      mean, so once the mean is below 1 nat no step gets a KL gradient;
+    - the 8-bit dead zone of the reconstruction loss compares with the stored bytes (the reference
+      converts ``x / 255`` back with a truncation that can be one off).
+
+    Differences in the computation, same model (for speed; results equal up to float rounding):
+
+    - imagination starts from the world-model update's own pass (posterior samples and the states before
+      every step of the 16 x 64 windows: 1,024 starts with features ``[z_t, h_{t-1}]``); the reference
+      re-encodes the batch and reruns the window pass in eval mode after the update (1,008 starts). Ours
+      therefore start from the states before the update, under the pass's dropout and BatchNorm batch
+      statistics;
+    - on CPU the window pass runs a fused loop over time (``scan_method="auto"``) that writes the memories
+      straight into the imagination starts; the reference's odd-even scan gives the same values and is
+      about twice slower there (GPUs use the parallel scan);
+    - each critic runs once per update; the conv stacks use channels-last activations.
+
+    Design choices that differ (not bugs; kept because they suit SB3 users or are harmless):
+
+    - imagined continuation is the predicted probability ``sigmoid(logit)``, not the reference's hard
+      ``logit < 0`` threshold, and the weights leave ``gamma`` out (it is already in the returns);
+    - the discrete actor mixes 1% uniform into its policy; actor and critic have separate AdamW
+      optimisers (learning rates ``actor_lr`` / ``critic_lr``), each with its own clip of 100 (the
+      reference: one optimiser, one joint clip);
+    - vector observations go through a 2 x 512 MLP on symlog inputs and are reconstructed in symlog
+      space (the reference's DMC proprio model: 4 x 1024 on raw inputs), so that the heads keep the
+      reference's 2 x 512; ``Discrete`` / ``MultiDiscrete`` parts are one-hot;
+    - the slow critic enters the critic target in every setting (the reference's DMC build leaves it
+      unused);
+    - the first policy step after the random warm-up starts from a fresh state; frames stay uint8 on the
+      host (the reference keeps its replay on the GPU); windows never cross the replay's write position;
+    - the env protocol (``make_atari``) does not reseed every episode identically, follows lives both
+      ways and has no Freeway-only scripted warm-up; the budget is 100k agent steps (reference: 102k).
 
     Example::
 
@@ -200,6 +257,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self.delay_mode = resolve_delay_mode(self.delay_mode, self.observation_space)
         if self.delay_mode == "forecast" and self.env is not None:
             self._check_executed_actions(self.env)
+        image_shape = ObservationLayout(self.observation_space).image_shape
+        if image_shape is not None and max(image_shape[1:]) > LARGE_IMAGE_SIDE:
+            warnings.warn(
+                f"PWM got {image_shape[1]}x{image_shape[2]} images: its encoder, decoder and posterior grow with "
+                "the image and the replay stores every frame. For Atari use delayzoo.wrappers.make_atari (64x64 "
+                "RGB, as the paper); otherwise resize to 64x64 (gymnasium.wrappers.ResizeObservation)",
+                stacklevel=4,
+            )
         if self.sequence_length < 2:
             raise ValueError(f"sequence_length must be at least 2, got {self.sequence_length}")
         if self.imagination_horizon < 1:
@@ -266,7 +331,37 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         if env_resets:
             self.replay_buffer.mark_episode_starts()
             self._policy_state = None
+        self._projection_due = True
         return result
+
+    def _project_run_time(self) -> None:
+        """Once per ``learn``: the first update's seconds and the projected time of the remaining updates.
+
+        Printed with ``verbose >= 1``; a warning on a CPU when the projection exceeds :data:`LONG_RUN_SECONDS`
+        (a paper-size update takes seconds there, and 100k of them take weeks).
+        """
+        self._projection_due = False
+        wall = sum(part[0] for part in self.last_update_times.values())
+        cpu = sum(part[1] for part in self.last_update_times.values())
+        remaining_steps = max(self._total_timesteps - self.num_timesteps, 0)
+        message = f"PWM: one update took {wall:.2f} s ({cpu:.2f} s process CPU, {torch.get_num_threads()} torch threads)"
+        projected = None
+        if self.train_freq.unit == TrainFrequencyUnit.STEP and self.gradient_steps > 0:
+            updates = remaining_steps * self.gradient_steps / (self.train_freq.frequency * self.n_envs)
+            projected = updates * wall
+            message += (
+                f"; about {updates:,.0f} more for the requested {self._total_timesteps:,} steps: "
+                f"{_duration(projected)} at this rate"
+            )
+        self.logger.record("time/seconds_per_update", wall)
+        if self.device.type == "cpu" and projected is not None and projected > LONG_RUN_SECONDS:
+            warnings.warn(
+                message + ". PWM at the paper's size is meant for a GPU; on a CPU use a smaller model "
+                "(policy_kwargs, e.g. the CartPole-v1 entry of hyperparams/pwm.yml) or fewer steps",
+                stacklevel=2,
+            )
+        elif self.verbose >= 1:
+            print(message)
 
     def _sample_action(
         self, learning_starts: int, action_noise: ActionNoise | None = None, n_envs: int = 1
@@ -336,13 +431,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 if isinstance(batch.observations, dict)
                 else time_major(batch.observations)
             )
-            world_model_loss, metrics, starts = policy.world_model.loss(
-                obs,
-                policy.encode_action(time_major(batch.actions)),
-                time_major(batch.rewards),
-                time_major(batch.terminals).float(),
-                time_major(batch.is_first),
-            )
+            with policy.autocast():
+                world_model_loss, metrics, starts = policy.world_model.loss(
+                    obs,
+                    policy.encode_action(time_major(batch.actions)),
+                    time_major(batch.rewards),
+                    time_major(batch.terminals).float(),
+                    time_major(batch.is_first),
+                )
             policy.world_model_optimizer.zero_grad()
             world_model_loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.world_model.parameters(), policy.world_model_grad_clip)
@@ -352,11 +448,12 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
 
             latent = starts["latent"].flatten(0, 1)  # imagination updates the starts' memories in place
             state = {name: value.flatten(0, 1) for name, value in starts["state"].items()}
-            rollout = policy.actor_critic.imagine(policy.world_model, latent, state, self.imagination_horizon)
-            clock.lap("imagination")
-            actor_loss, critic_loss, agent_metrics = policy.actor_critic.imagination_loss(
-                rollout, self.gamma, policy.scan_method
-            )
+            with policy.autocast():
+                rollout = policy.actor_critic.imagine(policy.world_model, latent, state, self.imagination_horizon)
+                clock.lap("imagination")
+                actor_loss, critic_loss, agent_metrics = policy.actor_critic.imagination_loss(
+                    rollout, self.gamma, policy.scan_method
+                )
             policy.actor_optimizer.zero_grad()
             policy.critic_optimizer.zero_grad()
             (actor_loss + critic_loss).backward()
@@ -371,6 +468,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 logs[name].append(value)
 
         self._n_updates += gradient_steps
+        if getattr(self, "_projection_due", False):
+            self._project_run_time()
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         for name, values in logs.items():
             self.logger.record(f"train/{name}", float(np.mean(values)))
@@ -423,3 +522,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             "policy.actor_optimizer",
             "policy.critic_optimizer",
         ], []
+
+
+def _duration(seconds: float) -> str:
+    """``3.2 days``, ``5.0 h``, ``12 min`` or ``40 s``."""
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"

@@ -120,8 +120,15 @@ def matrix_memory(
         ``"auto"`` (sequential on CPU).
     :return: the reads ``(T, B, V)``.
     """
-    if _resolve_method(method, key) == "sequential":
-        return _SequentialMatrixMemory.apply(forget, key, value, query, initial, memories, reset)
+    # The memory runs in float32, also under autocast: it accumulates over the whole window.
+    forget, key, value, query = (x.to(memories.dtype) for x in (forget, key, value, query))
+    with torch.autocast(key.device.type, enabled=False):
+        if _resolve_method(method, key) == "sequential":
+            return _SequentialMatrixMemory.apply(forget, key, value, query, initial, memories, reset)
+        return _parallel_matrix_memory(forget, key, value, query, initial, reset, memories)
+
+
+def _parallel_matrix_memory(forget, key, value, query, initial, reset, memories):
     update = key.unsqueeze(-1) * value.unsqueeze(-2)
     update = torch.cat([update[:1] + forget[:1].unsqueeze(-1) * initial, update[1:]], dim=0)
     states = linear_recurrence(forget.unsqueeze(-1), update, method="parallel")
@@ -228,11 +235,12 @@ class SequenceCell(nn.Module):
         :param in_place: update ``matrix`` itself (rollouts without autograd) instead of a new tensor.
         :return: the output ``(B, D)`` and the new memory.
         """
-        forget, query, key, value = self._components(x, last_input)
-        forget = forget.unsqueeze(-1)
-        memory = matrix.mul_(forget) if in_place else matrix * forget
-        memory.addcmul_(key.unsqueeze(-1), value.unsqueeze(-2))
-        read = torch.matmul(query.unsqueeze(-2), memory).squeeze(-2)
+        forget, query, key, value = (part.to(matrix.dtype) for part in self._components(x, last_input))
+        with torch.autocast(x.device.type, enabled=False):  # the memory stays float32, as in forward
+            forget = forget.unsqueeze(-1)
+            memory = matrix.mul_(forget) if in_place else matrix * forget
+            memory.addcmul_(key.unsqueeze(-1), value.unsqueeze(-2))
+            read = torch.matmul(query.unsqueeze(-2), memory).squeeze(-2)
         return self._finish(x, read), memory
 
 
@@ -297,7 +305,7 @@ class SequenceModel(nn.Module):
         """
         steps, batch = reset.shape
         keep = (~reset).unsqueeze(-1).to(inputs.dtype)
-        buffer = inputs.new_empty(steps + 1, batch, self.cells, self.state_size, self.state_size)
+        buffer = state["matrix"].new_empty(steps + 1, batch, self.cells, self.state_size, self.state_size)
         before, after = [], []
         x = self.embed(inputs)
         for index, layer in enumerate(self.layers):

@@ -269,3 +269,55 @@ def test_batch_norm_with_one_sample_per_training_batch_is_a_clear_error():
     model = PWM("MlpPolicy", "CartPole-v1", **{**one_sample, "policy_kwargs": group}).learn(30)
     assert model._n_updates > 0
     assert all(torch.isfinite(p).all() for p in model.policy.parameters())
+
+
+class BigImageEnv(ImageEnv):
+    def __init__(self):
+        super().__init__()
+        self.observation_space = spaces.Box(0, 255, (100, 100, 3), np.uint8)
+
+    def _obs(self):
+        return np.full((100, 100, 3), 20 * self.t, dtype=np.uint8)
+
+
+def test_images_larger_than_96_pixels_point_to_the_atari_factory():
+    with pytest.warns(UserWarning, match=r"100x100 images.*make_atari"):
+        PWM("CnnPolicy", BigImageEnv(), **FAST)
+
+
+def test_replay_buffer_warns_when_it_will_not_fit_in_memory(monkeypatch):
+    from delayzoo.agents.pwm import buffers
+
+    class Memory:
+        available = 10_000
+
+    monkeypatch.setattr(buffers.psutil, "virtual_memory", lambda: Memory())
+    with pytest.warns(UserWarning, match=r"enough memory to store the complete replay buffer: 0\.\d+ GB > 0\.00 GB"):
+        PWM("CnnPolicy", ImageEnv(), **FAST)
+
+
+def test_first_update_projects_the_run_time(monkeypatch, capsys):
+    from delayzoo.agents.pwm import pwm
+
+    model = PWM("MlpPolicy", "CartPole-v1", **{**FAST, "verbose": 1})
+    recorder = logged_keys(model)
+    model.learn(40)
+    out = capsys.readouterr().out
+    assert out.count("PWM: one update took") == 1 and "more for the requested 40 steps" in out
+    model.dump_logs()
+    assert any("time/seconds_per_update" in record for record in recorder.records)
+    monkeypatch.setattr(pwm, "LONG_RUN_SECONDS", 0.0)  # as if a paper-size model ran on this CPU
+    quiet = PWM("MlpPolicy", "CartPole-v1", **FAST)
+    with pytest.warns(UserWarning, match=r"one update took .* s \(.* s process CPU.*about \d+ more.*GPU"):
+        quiet.learn(40)
+
+
+def test_mixed_precision_trains_and_keeps_float32_weights_and_memories(tmp_path):
+    model = PWM("CnnPolicy", ImageEnv(), **{**FAST, "policy_kwargs": {**TINY, "mixed_precision": True}})
+    model.learn(40)
+    assert model._n_updates > 0
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.policy.parameters())
+    _, state = model.predict(ImageEnv().reset()[0])
+    assert state[0].dtype == np.float32
+    model.save(tmp_path / "pwm")
+    assert PWM.load(tmp_path / "pwm", env=ImageEnv()).policy.mixed_precision
