@@ -11,6 +11,7 @@ method (``--scan both``: the parallel scan and the loop side by side).
 
     python benchmarks/pwm_update.py                          # paper size, scan=auto, 1 thread
     python benchmarks/pwm_update.py --scan both --updates 3 --threads 2
+    python benchmarks/pwm_update.py --mixed-precision         # bfloat16 autocast
     python benchmarks/pwm_update.py --size cartpole --env CartPole-v1 --sequence-length 16
 """
 
@@ -54,6 +55,7 @@ def measure(args: argparse.Namespace, scan: str) -> list[dict[str, tuple[float, 
     env = RandomImageEnv() if args.env == "image" else gym.make(args.env)
     policy_kwargs = dict(CARTPOLE_SIZE) if args.size == "cartpole" else {}
     policy_kwargs["scan_method"] = scan
+    policy_kwargs["mixed_precision"] = args.mixed_precision
     model = PWM(
         "CnnPolicy" if args.env == "image" else "MlpPolicy",
         env,
@@ -90,12 +92,14 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=3, help="timed training steps (after one untimed)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--mixed-precision", action="store_true", help="bfloat16 autocast (policy mixed_precision)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     scans = ["parallel", "sequential"] if args.scan == "both" else [args.scan]
     print(
         f"env={args.env} size={args.size} batch={args.batch_size}x{args.sequence_length} "
-        f"threads={torch.get_num_threads()} load average before: {os.getloadavg()[0]:.2f}"
+        f"threads={torch.get_num_threads()} mixed_precision={args.mixed_precision} "
+        f"load average before: {os.getloadavg()[0]:.2f}"
     )
     totals = {}
     for scan in scans:

@@ -165,7 +165,9 @@ class PWMPolicy(BasePolicy):
     def autocast(self) -> torch.autocast:
         """The training passes' autocast context: bfloat16 with ``mixed_precision``, else a no-op."""
         if self.mixed_precision and self.device.type == "cpu" and not _cpu_has_bf16():
-            warnings.warn("mixed_precision: this CPU has no native bfloat16 (AVX512-BF16 / AMX), so it is slower", stacklevel=2)
+            warnings.warn(
+                "mixed_precision: this CPU has no native bfloat16 (AVX512-BF16 / AMX), so it is slower", stacklevel=2
+            )
         return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.mixed_precision)
 
     def encode_action(self, action: torch.Tensor) -> torch.Tensor:

@@ -344,7 +344,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         wall = sum(part[0] for part in self.last_update_times.values())
         cpu = sum(part[1] for part in self.last_update_times.values())
         remaining_steps = max(self._total_timesteps - self.num_timesteps, 0)
-        message = f"PWM: one update took {wall:.2f} s ({cpu:.2f} s process CPU, {torch.get_num_threads()} torch threads)"
+        threads = torch.get_num_threads()
+        message = f"PWM: one update took {wall:.2f} s ({cpu:.2f} s process CPU, {threads} torch threads)"
         projected = None
         if self.train_freq.unit == TrainFrequencyUnit.STEP and self.gradient_steps > 0:
             updates = remaining_steps * self.gradient_steps / (self.train_freq.frequency * self.n_envs)

@@ -76,11 +76,13 @@ class _SequentialMatrixMemory(torch.autograd.Function):
         forget, key, value, query, saved, *where = ctx.saved_tensors
         memories = ctx.memories
         steps = key.shape[0]
-        after = memories[1:].clone() if saved.numel() else memories[1:]
-        if saved.numel():  # memories[t + 1] = S_t except at restarts
+        grad_query = torch.matmul(memories[1:], grad_read.unsqueeze(-1)).squeeze(-1)
+        if saved.numel():  # memories[t + 1] = S_t except where step t + 1 restarts: S_t was saved
             valid = where[0] >= 1
-            after[where[0][valid] - 1, where[1][valid]] = saved[valid]
-        grad_query = torch.matmul(after, grad_read.unsqueeze(-1)).squeeze(-1)
+            steps_before, rows = where[0][valid] - 1, where[1][valid]
+            grad_query[steps_before, rows] = torch.matmul(
+                saved[valid], grad_read[steps_before, rows].unsqueeze(-1)
+            ).squeeze(-1)
         grad_forget = torch.empty_like(forget)
         grad_key = torch.empty_like(key)
         grad_value = torch.empty_like(value)
@@ -128,7 +130,16 @@ def matrix_memory(
         return _parallel_matrix_memory(forget, key, value, query, initial, reset, memories)
 
 
-def _parallel_matrix_memory(forget, key, value, query, initial, reset, memories):
+def _parallel_matrix_memory(
+    forget: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    query: torch.Tensor,
+    initial: torch.Tensor,
+    reset: torch.Tensor,
+    memories: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`matrix_memory` by :func:`linear_recurrence`'s parallel scan (materialises ``k v^T`` and ``S``)."""
     update = key.unsqueeze(-1) * value.unsqueeze(-2)
     update = torch.cat([update[:1] + forget[:1].unsqueeze(-1) * initial, update[1:]], dim=0)
     states = linear_recurrence(forget.unsqueeze(-1), update, method="parallel")

@@ -156,7 +156,8 @@ class ConvEncoder(nn.Module):
         layers: list[nn.Module] = []
         in_channels = image_shape[0]
         for out_channels in channels:
-            layers += [nn.Conv2d(in_channels, out_channels, 4, 2, 1, bias=False), _norm2d(norm, out_channels), nn.SiLU()]
+            conv = nn.Conv2d(in_channels, out_channels, 4, 2, 1, bias=False)
+            layers += [conv, _norm2d(norm, out_channels), nn.SiLU()]
             in_channels = out_channels
         self.net = nn.Sequential(*layers)
         sizes = [tuple(image_shape[1:])]
@@ -271,7 +272,9 @@ class WorldModel(nn.Module):
         if layout.image_shape is not None:
             channels = tuple(config.cnn_channels)
             self.image_encoder = ConvEncoder(layout.image_shape, channels, config.norm)
-            self.image_decoder = ConvDecoder(self.latent_size, layout.image_shape, self.image_encoder, channels, config.norm)
+            self.image_decoder = ConvDecoder(
+                self.latent_size, layout.image_shape, self.image_encoder, channels, config.norm
+            )
             embed_size += self.image_encoder.out_size
         self.vector_encoder = self.vector_decoder = None
         if layout.vector_size:

@@ -163,7 +163,9 @@ def test_gradients_match_between_scan_methods():
     reset[5, 0] = True
     reset[8, 1] = True
     generator = torch.Generator().manual_seed(3)
-    state = {k: torch.randn(v.shape, generator=generator, dtype=torch.float64) for k, v in model.initial_state(2).items()}
+    state = {
+        k: torch.randn(v.shape, generator=generator, dtype=torch.float64) for k, v in model.initial_state(2).items()
+    }
     grads = []
     for method in ("parallel", "sequential"):
         model.zero_grad()
