@@ -87,8 +87,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     - ``"oblivious"`` (the default without the pending view): the pending view is ignored and the
       decided actions are stored: plain PWM, unaware of the delay, the baseline of the delay papers.
 
-    On CartPole-v1 under ``RandomWalkDelay(max_delay=5)``, forecast learns where the other two do not
-    (``benchmarks/pwm_delay_modes.py``; figures in the README).
+    ``benchmarks/pwm_delay_modes.py`` compares the three modes on CartPole-v1 under
+    ``RandomWalkDelay(max_delay=5)`` (same seeds and budget; what was measured is in the README).
 
     Differences from the reference implementation (Wongziseoi/PaMoRL), each with its reason.
 
