@@ -39,7 +39,8 @@ MODES = ("forecast", "augmented", "oblivious")
 
 def make_env(max_delay: int = 5) -> gym.Env:
     """CartPole-v1 under a random-walk execution delay, with the pending view."""
-    return PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(max_delay=max_delay, p=0.2)))
+    delayed = ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(max_delay=max_delay, p=0.2))
+    return PendingActionsObservation(delayed)
 
 
 def evaluate(model: PWM, episodes: int = 5, max_delay: int = 5) -> float:
@@ -78,10 +79,13 @@ def build(mode: str, seed: int, max_delay: int = 5) -> PWM:
     for key in ("delay", "delay_mode", "n_timesteps"):
         config.pop(key)
     policy, policy_kwargs = config.pop("policy"), eval(config.pop("policy_kwargs"))  # the file's own dict(...)
-    return PWM(policy, make_env(max_delay), delay_mode=mode, policy_kwargs=policy_kwargs, seed=seed, device="cpu", **config)
+    env = make_env(max_delay)
+    return PWM(policy, env, delay_mode=mode, policy_kwargs=policy_kwargs, seed=seed, device="cpu", **config)
 
 
-def run(mode: str, seed: int, steps: int, eval_every: int = 1000, episodes: int = 5, max_delay: int = 5) -> dict[str, Any]:
+def run(
+    mode: str, seed: int, steps: int, eval_every: int = 1000, episodes: int = 5, max_delay: int = 5
+) -> dict[str, Any]:
     """Train one model and return its curve ``[(steps, mean return), ...]`` with its wall and CPU time."""
     label = f"{mode}/seed{seed}"
     wall, cpu = time.perf_counter(), time.process_time()

@@ -155,7 +155,8 @@ class DelayExperimentManager(ExperimentManager):
         takes_delay_mode = "delay_mode" in inspect.signature(ALGOS[self.algo].__init__).parameters
         if takes_delay_mode and "delay_mode" not in hyperparams:
             hyperparams["delay_mode"] = "forecast" if self.delay.pending_view else "oblivious"
-            print(f"delay_mode: {hyperparams['delay_mode']!r} (the default {'with' if self.delay.pending_view else 'without'} --pending-view)")
+            view = "with" if self.delay.pending_view else "without"
+            print(f"delay_mode: {hyperparams['delay_mode']!r} (the default {view} --pending-view)")
         if self.delay.pending_view and hyperparams.get("policy") in ("MlpPolicy", "CnnPolicy"):
             print(f"--pending-view gives Dict observations: using MultiInputPolicy instead of {hyperparams['policy']}")
             hyperparams["policy"] = "MultiInputPolicy"

@@ -30,7 +30,9 @@ class PendingView(NamedTuple):
 
 def has_pending_view(observation_space: spaces.Space) -> bool:
     """Whether ``observation_space`` is a ``Dict`` with the pending-view keys."""
-    return isinstance(observation_space, spaces.Dict) and all(key in observation_space.spaces for key in PENDING_VIEW_KEYS)
+    if not isinstance(observation_space, spaces.Dict):
+        return False
+    return all(key in observation_space.spaces for key in PENDING_VIEW_KEYS)
 
 
 def read_pending_view(obs: dict[str, torch.Tensor], action_space: spaces.Space) -> PendingView:
@@ -54,7 +56,9 @@ def read_pending_view(obs: dict[str, torch.Tensor], action_space: spaces.Space) 
     bad = (delays < 0) | (delays > max_delay)
     if bad.any():
         env = int(torch.nonzero(bad)[0])
-        raise ValueError(f"delay {int(delays[env])} of env {env} is outside [0, {max_delay}] (the pending actions it has)")
+        raise ValueError(
+            f"delay {int(delays[env])} of env {env} is outside [0, {max_delay}] (the pending actions it has)"
+        )
     due = torch.arange(max_delay, device=delays.device) < delays.unsqueeze(1)
     if isinstance(action_space, spaces.Discrete):
         outside = (actions < 0) | (actions >= int(action_space.n))

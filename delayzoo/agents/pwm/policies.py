@@ -42,7 +42,8 @@ def resolve_delay_mode(delay_mode: str | None, observation_space: spaces.Space) 
         raise ValueError(f"delay_mode must be one of {', '.join(map(repr, DELAY_MODES))} (or None), got {delay_mode!r}")
     if delay_mode == "forecast" and not has_pending_view(observation_space):
         raise ValueError(
-            f"delay_mode='forecast' needs the pending actions and the delay in the observation, got {observation_space}; "
+            "delay_mode='forecast' needs the pending actions and the delay in the observation, "
+            f"got {observation_space}; "
             + _WRAP_HINT
         )
     return delay_mode

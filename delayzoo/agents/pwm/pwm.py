@@ -310,7 +310,11 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self._setup_lr_schedule()
         self.set_random_seed(self.seed)
         self.policy = self.policy_class(
-            self.observation_space, self.action_space, self.lr_schedule, delay_mode=self.delay_mode, **self.policy_kwargs
+            self.observation_space,
+            self.action_space,
+            self.lr_schedule,
+            delay_mode=self.delay_mode,
+            **self.policy_kwargs,
         ).to(self.device)
         self.replay_buffer = SequenceReplayBuffer(
             self.buffer_size, self.policy.model_observation_space, self.action_space, self.device, n_envs=self.n_envs

@@ -82,7 +82,8 @@ def test_forecast_equals_a_step_by_step_prior_rollout_through_each_envs_pending_
             assert torch.allclose(raw[row].float(), expected[0].float().clamp(-1, 1), atol=1e-5)
             # The recurrent state advances with the action executed now: pending action 0, or the decision at delay 0.
             executed = pending[row : row + 1, 0] if delay else encoding
-            _, after = world_model.step(latent[row : row + 1], executed, {n: v[row : row + 1] for n, v in state.items()})
+            row_state = {name: value[row : row + 1] for name, value in state.items()}
+            _, after = world_model.step(latent[row : row + 1], executed, row_state)
             for name in after:
                 assert torch.allclose(next_state[name][row], after[name][0], atol=1e-5), name
     assert not torch.allclose(ahead[2], latent[2]), "a 5-step forecast should move the latent"
@@ -177,7 +178,11 @@ class FakePendingView(gym.Env):
     """A Dict with the pending-view keys but no ExecutionDelay (so no executed actions)."""
 
     observation_space = spaces.Dict(
-        {"observation": spaces.Box(-1, 1, (2,)), "pending_actions": spaces.MultiDiscrete([2, 2]), "delay": spaces.Discrete(3)}
+        {
+            "observation": spaces.Box(-1, 1, (2,)),
+            "pending_actions": spaces.MultiDiscrete([2, 2]),
+            "delay": spaces.Discrete(3),
+        }
     )
     action_space = spaces.Discrete(2)
 
@@ -200,14 +205,17 @@ def test_unknown_delay_mode_names_the_accepted_values():
     with pytest.raises(ValueError, match=r"'forecast', 'augmented', 'oblivious'.*'predictive'"):
         PWM("MultiInputPolicy", delayed(), delay_mode="predictive", **FAST)
     with pytest.raises(TypeError, match="delay_mode is an argument of PWM"):
-        PWM("MultiInputPolicy", delayed(), **{**FAST, "policy_kwargs": {**FAST["policy_kwargs"], "delay_mode": "forecast"}})
+        policy_kwargs = {**FAST["policy_kwargs"], "delay_mode": "forecast"}
+        PWM("MultiInputPolicy", delayed(), **{**FAST, "policy_kwargs": policy_kwargs})
 
 
 @pytest.mark.parametrize(
     "env_id, row, value, match",
     [
-        ("CartPole-v1", 1, 7, r"pending action \[?7\]? of env 1 \(position 0, delay 2\) is outside the action space Discrete\(2\)"),
-        ("Pendulum-v1", 2, 3.5, r"pending action \[3.5\] of env 2 \(position 0, delay 5\) is outside the action space Box"),
+        ("CartPole-v1", 1, 7, r"pending action \[?7\]? of env 1 \(position 0, delay 2\) is outside the action space "
+         r"Discrete\(2\)"),
+        ("Pendulum-v1", 2, 3.5, r"pending action \[3.5\] of env 2 \(position 0, delay 5\) is outside the action space "
+         r"Box"),
     ],
 )
 def test_pending_action_outside_the_action_space_is_a_clear_error(env_id, row, value, match):
