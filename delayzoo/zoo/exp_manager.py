@@ -23,6 +23,7 @@ import inspect
 import json
 import os
 import shutil
+import warnings
 import zipfile
 from functools import partial
 from pathlib import Path
@@ -264,7 +265,7 @@ class DelayExperimentManager(ExperimentManager):
         """``n_envs`` envs from :func:`make_zoo_env`, with rl_zoo3's normalisation, frame stack and transposition.
 
         Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
-        the life-loss and delay wrappers). Evaluation envs (``--eval-freq``) report life losses as episode
+        the life-loss and delay wrappers). Atari evaluation envs (``--eval-freq``) report life losses as episode
         starts (:class:`~delayzoo.agents.common.evaluation.LifeLossEpisodeStarts`), so recurrent agents
         restart their state there, as in training; scores stay whole games.
         """
@@ -289,7 +290,7 @@ class DelayExperimentManager(ExperimentManager):
             env = self.vec_env_wrapper(env)
         env = self._maybe_normalize(env, eval_env)
         env = stack_and_transpose(env, self.frame_stack, self.verbose)
-        return LifeLossEpisodeStarts(env) if eval_env else env
+        return LifeLossEpisodeStarts(env) if eval_env and self.kind == "atari" else env
 
     # ------------------------------------------------------------------ training
     def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
@@ -328,7 +329,10 @@ class DelayExperimentManager(ExperimentManager):
                 [partial(self.create_envs, n_envs=1, no_log=True) for _ in range(self.n_envs)], model.policy
             )
         try:
-            model.learn(self.n_timesteps, **kwargs)
+            with warnings.catch_warnings():
+                # Atari eval envs are wrapped in LifeLossEpisodeStarts on purpose (see create_envs).
+                warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
+                model.learn(self.n_timesteps, **kwargs)
         except KeyboardInterrupt:
             self.interrupted = True
             print(f"Interrupted at {model.num_timesteps} steps: saving the model and the replay buffer")

@@ -31,7 +31,10 @@ LARGE_IMAGE_SIDE = 96
 """Images with a larger side get a warning: PWM's model and replay are sized for 64x64 frames."""
 
 LONG_RUN_SECONDS = 600.0
-"""A learn() call projected to take longer than this on a CPU says so after its first update."""
+"""A learn() call of a large model projected to take longer than this on a CPU warns after its first update."""
+
+LARGE_MODEL_PARAMETERS = 1_000_000
+"""World models from this size up count as large (the paper's has 14.6 M parameters; CartPole's entry 0.1 M)."""
 
 
 class PartClock:
@@ -341,8 +344,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     def _project_run_time(self) -> None:
         """Once per ``learn``: the first update's seconds and the projected time of the remaining updates.
 
-        Printed with ``verbose >= 1``; a warning on a CPU when the projection exceeds :data:`LONG_RUN_SECONDS`
-        (a paper-size update takes seconds there, and 100k of them take weeks).
+        Printed with ``verbose >= 1``; a warning, whatever ``verbose``, for a large world model on a CPU when the
+        projection exceeds :data:`LONG_RUN_SECONDS` (a paper-size update takes seconds there, 100k of them weeks).
         """
         self._projection_due = False
         wall = sum(part[0] for part in self.last_update_times.values())
@@ -359,7 +362,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 f"{_duration(projected)} at this rate"
             )
         self.logger.record("time/seconds_per_update", wall)
-        if self.device.type == "cpu" and projected is not None and projected > LONG_RUN_SECONDS:
+        large = sum(p.numel() for p in self.policy.world_model.parameters()) >= LARGE_MODEL_PARAMETERS
+        if self.device.type == "cpu" and large and projected is not None and projected > LONG_RUN_SECONDS:
             warnings.warn(
                 message + ". PWM at the paper's size is meant for a GPU; on a CPU use a smaller model "
                 "(policy_kwargs, e.g. the CartPole-v1 entry of hyperparams/pwm.yml) or fewer steps",

@@ -1,3 +1,5 @@
+import warnings
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -306,8 +308,12 @@ def test_first_update_projects_the_run_time(monkeypatch, capsys):
     assert out.count("PWM: one update took") == 1 and "more for the requested 40 steps" in out
     model.dump_logs()
     assert any("time/seconds_per_update" in record for record in recorder.records)
-    monkeypatch.setattr(pwm, "LONG_RUN_SECONDS", 0.0)  # as if a paper-size model ran on this CPU
     quiet = PWM("MlpPolicy", "CartPole-v1", **FAST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a small model stays quiet
+        quiet.learn(40)
+    monkeypatch.setattr(pwm, "LONG_RUN_SECONDS", 0.0)  # as if a paper-size model ran on this CPU
+    monkeypatch.setattr(pwm, "LARGE_MODEL_PARAMETERS", 0)
     with pytest.warns(UserWarning, match=r"one update took .* s \(.* s process CPU.*about \d+ more.*GPU"):
         quiet.learn(40)
 
