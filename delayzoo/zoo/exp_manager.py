@@ -7,6 +7,8 @@
   fallbacks, then from rl_zoo3's files for what ours do not cover (:mod:`delayzoo.zoo.hyperparams`);
   an entry's ``delay:`` mapping sets the delay, which the command-line delay flags override; the
   effective delay is written to ``args.yml`` and ``config.yml``;
+- an algorithm with a ``delay_mode`` argument (PWM) runs in ``"forecast"`` mode with the pending view
+  and ``"oblivious"`` without, unless the entry or ``-params`` sets it; config.yml records it;
 - envs are built by :func:`delayzoo.zoo.envs.make_zoo_env` (statistics at the base, delay on top);
   ``config.yml`` lists :mod:`delayzoo.zoo.replay`'s entry first under ``env_wrapper``, so rl_zoo3's
   ``enjoy`` and ``record_video`` replay the run under the same delay (or refuse, for ALE and DeepMind
@@ -206,6 +208,11 @@ class DelayExperimentManager(ExperimentManager):
             hyperparams.update(self.custom_hyperparams)
         if "env_kwargs" in hyperparams and self.env_kwargs:
             hyperparams["env_kwargs"] = self.env_kwargs
+        takes_delay_mode = "delay_mode" in inspect.signature(ALGOS[self.algo].__init__).parameters
+        if takes_delay_mode and "delay_mode" not in hyperparams:
+            hyperparams["delay_mode"] = "forecast" if self.delay.pending_view else "oblivious"
+            view = "with" if self.delay.pending_view else "without"
+            print(f"delay_mode: {hyperparams['delay_mode']!r} (the default {view} --pending-view)")
         if self.delay.pending_view and hyperparams.get("policy") in ("MlpPolicy", "CnnPolicy"):
             print(f"--pending-view gives Dict observations: using MultiInputPolicy instead of {hyperparams['policy']}")
             hyperparams["policy"] = "MultiInputPolicy"

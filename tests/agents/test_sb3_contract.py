@@ -21,7 +21,7 @@ PWM_FAST = dict(
     buffer_size=400, learning_starts=16, batch_size=3, sequence_length=6, imagination_horizon=3,
     policy_kwargs=dict(
         world_model_kwargs=dict(stoch=4, classes=4, cnn_channels=(4, 8), mlp_units=16, mlp_layers=1, seq_width=16,
-                                seq_cells=1, seq_heads=2, reward_bins=21),
+                                seq_cells=1, seq_divisor=2, reward_bins=21),
         actor_critic_kwargs=dict(units=16, layers=1, value_bins=21),
     ),
 )

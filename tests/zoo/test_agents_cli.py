@@ -52,9 +52,12 @@ def test_agent_trains_under_delay_through_the_zoo_and_evaluates(algo, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     run = tmp_path / "logs" / algo / "CartPole-v1_1"
-    assert algorithm.load(run / "CartPole-v1.zip", device="cpu").num_timesteps == 48
+    model = algorithm.load(run / "CartPole-v1.zip", device="cpu")
+    assert model.num_timesteps == 48
     config = read_run_yaml(run / "CartPole-v1" / "config.yml")
     assert config["policy"] == "MultiInputPolicy" and config["delay"]["delay"] == 2
+    if algo == "pwm":  # --pending-view: forecast mode, recorded like any hyperparameter
+        assert config["delay_mode"] == "forecast" and model.delay_mode == "forecast"
     assert (run / "0.monitor.csv").read_text().startswith('#{"t_start"')
 
     assert zoo_eval.main(["--algo", algo, "--env", "CartPole-v1", "-f", str(tmp_path / "logs"), "-n", "2"]) == 0

@@ -18,7 +18,7 @@ TINY = {
     "pwm": [
         "learning_starts:8", "batch_size:2", "sequence_length:4", "imagination_horizon:2", "buffer_size:64",
         "policy_kwargs:dict(world_model_kwargs=dict(stoch=4, classes=4, cnn_channels=(4, 4, 4, 4), mlp_units=16,"
-        " mlp_layers=1, seq_width=16, seq_cells=1, seq_heads=2, reward_bins=21),"
+        " mlp_layers=1, seq_width=16, seq_cells=1, seq_divisor=2, reward_bins=21),"
         " actor_critic_kwargs=dict(units=16, layers=1, value_bins=21))",
     ],
     "delayed_ez": [

@@ -35,6 +35,10 @@ CASES = [
     (["--pixels"], "--pixels applies to dm_control/ ids, not to 'CartPole-v1'"),
     (["-i", "missing.zip"], "-i 'missing.zip' must be an existing .zip file"),
     (["-params", "batch_size:1"], "AssertionError: `batch_size` must be greater than 1"),
+    (["--algo", "pwm", "--delay", "2", "-params", "delay_mode:'forecast'"],
+     "delay_mode='forecast' needs the pending actions and the delay in the observation"),
+    (["--algo", "pwm", "--delay", "2", "--pending-view", "-params", "delay_mode:'predictive'"],
+     "delay_mode must be one of 'forecast', 'augmented', 'oblivious' (or None), got 'predictive'"),
 ]
 
 

@@ -53,6 +53,7 @@ def test_the_yaml_files_cover_the_baselines_and_their_envs():
     assert {"CartPole-v1", "CartPole-v1@delayed", "atari"} <= keys["dqn"]
     assert {"CartPole-v1", "atari"} <= keys["qrdqn"]
     assert {"Pendulum-v1", "dm_control", "dm_control_pixels"} <= keys["sac"]
+    assert {"CartPole-v1", "CartPole-v1@delayed", "Pendulum-v1", "atari"} <= keys["pwm"]
 
 
 @pytest.mark.filterwarnings("ignore:You have specified a mini-batch size")  # n_envs=1 instead of the entry's
@@ -66,6 +67,9 @@ def test_every_yaml_entry_builds_its_model(path, key, tmp_path):
         assert saved["delay"] == manager.delay.to_record()
         if manager.delay.pending_view:
             assert isinstance(model.observation_space, spaces.Dict)
+        if hasattr(model, "delay_mode"):  # PWM: forecast with the pending view, recorded in config.yml
+            assert saved["delay_mode"] == model.delay_mode
+            assert model.delay_mode == ("forecast" if manager.delay.pending_view else "oblivious")
         if manager.zoo.pixels or manager.kind == "atari":
             side = 96 if manager.env_kwargs.get("protocol") == "efficientzero" else 64
             assert model.observation_space.dtype == np.uint8 and model.observation_space.shape[1:] == (side, side)

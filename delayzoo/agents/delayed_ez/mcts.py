@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 import delayzoo.ctree
+from delayzoo.agents.common.pending import roll_through_pending
 from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, LSTMState
 
@@ -47,18 +48,7 @@ def forecast_latents(
     :param delays: ``(B,)`` integer delays
     :return: latents at execution time, ``(B, ...)``
     """
-    delays = delays.long().to(latent.device)
-    pending_actions = pending_actions.long().to(latent.device)
-    if delays.dim() != 1 or delays.shape[0] != latent.shape[0]:
-        raise ValueError(f"delays must have shape ({latent.shape[0]},), got {tuple(delays.shape)}")
-    if (delays < 0).any() or (delays.numel() and delays.max() > pending_actions.shape[1]):
-        raise ValueError(f"delays {delays.tolist()} outside [0, {pending_actions.shape[1]}]")
-    out = latent.clone()
-    horizon = int(delays.max()) if delays.numel() else 0
-    for k in range(horizon):
-        rows = torch.nonzero(delays > k).flatten()
-        out[rows] = step(out[rows], pending_actions[rows, k])
-    return out
+    return roll_through_pending(step, latent, pending_actions.long().to(latent.device), delays.to(latent.device))
 
 
 class MCTS:

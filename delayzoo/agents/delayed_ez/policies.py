@@ -20,6 +20,7 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
+from delayzoo.agents.common.pending import has_pending_view, read_pending_view
 from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.mcts import MCTS, forecast_latents
 from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, build_network
@@ -142,12 +143,10 @@ class DelayedEZPolicy(BasePolicy):
     # ----------------------------------------------------------------- acting
     def split_observation(self, obs: PyTorchObs) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """``(observation, pending_actions, delay)`` from a batched observation (the last two ``None`` without
-        delay)."""
+        the pending view); a pending action outside the action space raises a ``ValueError``."""
         if isinstance(obs, dict):
-            pending = obs.get("pending_actions")
-            delay = obs.get("delay")
-            if pending is not None and delay is not None:
-                return obs["observation"], pending.reshape(pending.shape[0], -1), delay.reshape(-1)
+            if has_pending_view(self.observation_space):
+                return tuple(read_pending_view(obs, self.action_space))
             return obs["observation"], None, None
         return obs, None, None
 

@@ -12,12 +12,41 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
+from delayzoo.agents.common.pending import has_pending_view, read_pending_view
 from delayzoo.agents.common.scan import SCAN_METHODS
 from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, action_size
+from delayzoo.agents.pwm.forecast import forecast_state
 from delayzoo.agents.pwm.world_model import ObservationLayout, RecurrentState, WorldModel, WorldModelConfig
 
 STATE_KEYS = ("matrix", "last_input", "readout")
 """Order of the arrays in the ``state`` tuple of :meth:`PWMPolicy.predict`."""
+
+DELAY_MODES = ("forecast", "augmented", "oblivious")
+"""How PWM treats execution delay (see :class:`~delayzoo.agents.pwm.pwm.PWM`)."""
+
+_WRAP_HINT = (
+    "wrap the env as PendingActionsObservation(ExecutionDelay(env, delay)) "
+    "(delayzoo.wrappers; with the zoo: --delay N --pending-view)"
+)
+
+
+def resolve_delay_mode(delay_mode: str | None, observation_space: spaces.Space) -> str:
+    """``delay_mode`` checked against ``observation_space``; ``None`` is ``"forecast"`` when the
+    observation has the pending view, else ``"oblivious"`` (plain PWM).
+
+    :raise ValueError: for an unknown mode, or ``"forecast"`` without the pending view
+    """
+    if delay_mode is None:
+        return "forecast" if has_pending_view(observation_space) else "oblivious"
+    if delay_mode not in DELAY_MODES:
+        raise ValueError(f"delay_mode must be one of {', '.join(map(repr, DELAY_MODES))} (or None), got {delay_mode!r}")
+    if delay_mode == "forecast" and not has_pending_view(observation_space):
+        raise ValueError(
+            "delay_mode='forecast' needs the pending actions and the delay in the observation, "
+            f"got {observation_space}; "
+            + _WRAP_HINT
+        )
+    return delay_mode
 
 
 def _config(cls, kwargs: dict[str, Any] | None, name: str):
@@ -60,6 +89,9 @@ class PWMPolicy(BasePolicy):
         because the reference trains in float32.
     :param scan_method: :func:`~delayzoo.agents.common.scan.linear_recurrence` method of the training
         windows and of the lambda-returns (``"auto"``: sequential on CPU, parallel on GPUs).
+    :param delay_mode: ``"forecast"``, ``"augmented"`` or ``"oblivious"`` (see :class:`~delayzoo.agents.pwm.pwm.PWM`;
+        ``None``: forecast with the pending view, else oblivious). With the pending view, forecast and
+        oblivious models see only its ``"observation"``; augmented models see the whole ``Dict``.
     """
 
     def __init__(
@@ -76,16 +108,24 @@ class PWMPolicy(BasePolicy):
         weight_decay: float = 0.01,
         mixed_precision: bool = False,
         scan_method: str = "auto",
+        delay_mode: str | None = None,
     ) -> None:
         super().__init__(observation_space, action_space, squash_output=False)
         if scan_method not in SCAN_METHODS:
             raise ValueError(f"Unknown scan_method {scan_method!r}: accepted values are {SCAN_METHODS}")
+        self.delay_mode = resolve_delay_mode(delay_mode, observation_space)
+        self.pending_view = has_pending_view(observation_space)
+        self.model_observation_space = (
+            observation_space.spaces["observation"]
+            if self.pending_view and self.delay_mode != "augmented"
+            else observation_space
+        )
         self.world_model_kwargs, self.actor_critic_kwargs = world_model_kwargs, actor_critic_kwargs
         self.actor_lr, self.critic_lr = actor_lr, critic_lr
         self.world_model_grad_clip, self.actor_critic_grad_clip = world_model_grad_clip, actor_critic_grad_clip
         self.weight_decay, self.scan_method = weight_decay, scan_method
         self.mixed_precision = mixed_precision
-        layout = ObservationLayout(observation_space)
+        layout = ObservationLayout(self.model_observation_space)
         self.world_model = WorldModel(
             layout,
             action_size(action_space),
@@ -114,8 +154,14 @@ class PWMPolicy(BasePolicy):
             weight_decay=self.weight_decay,
             mixed_precision=self.mixed_precision,
             scan_method=self.scan_method,
+            delay_mode=self.delay_mode,
         )
         return data
+
+    def model_observation(self, obs: Any) -> Any:
+        """The part of (a batch of) observations the world model reads: the env's own observation in
+        forecast and oblivious modes, everything in augmented mode."""
+        return obs["observation"] if self.model_observation_space is not self.observation_space else obs
 
     def autocast(self) -> torch.autocast:
         """The training passes' autocast context: bfloat16 with ``mixed_precision``, else a no-op."""
@@ -131,6 +177,14 @@ class PWMPolicy(BasePolicy):
             return torch.nn.functional.one_hot(action.long(), int(self.action_space.n)).float()
         return action.float()
 
+    def encode_pending(self, actions: torch.Tensor) -> torch.Tensor:
+        """World-model input of pending actions in env units ``(B, M, ...)`` (Box actions rescaled to [-1, 1])."""
+        if isinstance(self.action_space, spaces.Discrete):
+            return self.encode_action(actions)
+        low = torch.as_tensor(self.action_space.low, device=actions.device, dtype=torch.float32)
+        high = torch.as_tensor(self.action_space.high, device=actions.device, dtype=torch.float32)
+        return 2.0 * (actions.float() - low) / (high - low) - 1.0
+
     def initial_state(self, n_envs: int) -> RecurrentState:
         """The recurrent state of ``n_envs`` fresh episodes."""
         return self.world_model.initial_state(n_envs, self.device)
@@ -138,7 +192,9 @@ class PWMPolicy(BasePolicy):
     def act(
         self, obs: PyTorchObs, state: RecurrentState, episode_start: torch.Tensor, deterministic: bool = False
     ) -> tuple[torch.Tensor, RecurrentState]:
-        """Choose actions for a batch of observations and advance the recurrent state.
+        """Choose actions for a batch of observations and advance the recurrent state with the
+        action executed now (forecast mode: pending action 0 when the delay is positive; the
+        decision is taken from the state forecast through the env's pending actions).
 
         :param obs: observation tensors with a batch dimension.
         :param state: recurrent state before these observations.
@@ -148,11 +204,21 @@ class PWMPolicy(BasePolicy):
         """
         keep = (~episode_start).float()
         state = {name: value * keep.view(-1, *([1] * (value.ndim - 1))) for name, value in state.items()}
-        latent = self.world_model.sample_latent(self.world_model.encode(obs, batch_dims=1), deterministic)
-        raw, encoding = self.actor_critic.actor.sample(
-            self.world_model.features(latent, state["readout"]), deterministic
+        latent = self.world_model.sample_latent(
+            self.world_model.encode(self.model_observation(obs), batch_dims=1), deterministic
         )
-        _, state = self.world_model.step(latent, encoding, state)
+        ahead, ahead_state, pending = latent, state, None
+        if self.delay_mode == "forecast":
+            view = read_pending_view(obs, self.action_space)
+            pending = self.encode_pending(view.actions)
+            ahead, ahead_state = forecast_state(self.world_model, latent, state, pending, view.delays, deterministic)
+        raw, executed = self.actor_critic.actor.sample(
+            self.world_model.features(ahead, ahead_state["readout"]), deterministic
+        )
+        if pending is not None and pending.shape[1]:
+            # The env executes pending action 0 now when the delay is positive, the decision at delay 0.
+            executed = torch.where((view.delays > 0).unsqueeze(-1), pending[:, 0], executed)
+        _, state = self.world_model.step(latent, executed, state)
         if not self.actor_critic.actor.discrete:
             raw = raw.clamp(-1.0, 1.0)
         return raw, state

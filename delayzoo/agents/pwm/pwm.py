@@ -17,6 +17,7 @@ from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule, TrainFrequencyUnit
+from stable_baselines3.common.vec_env import VecEnv
 
 from delayzoo.agents.common.checks import (
     check_finite_step,
@@ -28,7 +29,8 @@ from delayzoo.agents.common.checks import (
 )
 from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
-from delayzoo.agents.pwm.policies import PWMPolicy
+from delayzoo.agents.pwm.policies import _WRAP_HINT, PWMPolicy, resolve_delay_mode
+from delayzoo.wrappers.delay import ExecutionDelay
 from delayzoo.agents.pwm.world_model import ObservationLayout
 
 SelfPWM = TypeVar("SelfPWM", bound="PWM")
@@ -78,6 +80,26 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     continuation head and restart the recurrent state, while scores stay per game (``Monitor``).
     Evaluate it the same way: the zoo does; with SB3's ``evaluate_policy`` / ``EvalCallback`` use
     :mod:`delayzoo.agents.common.evaluation` (``evaluate_policy`` or ``LifeLossEpisodeStarts``).
+
+    Execution delay (``delayzoo.wrappers.ExecutionDelay``; the agent reads the wrapper's documented
+    fields and never re-implements its rule), chosen with ``delay_mode``:
+
+    - ``"forecast"`` (the default when the observation is ``PendingActionsObservation``'s ``Dict``):
+      the replay stores the env's own observation and the action the env *executed*
+      (``info["executed_action"]``), so the world model, and the imagination the actor-critic learns
+      in, are those of the undelayed env. To act, the posterior state of the current observation is
+      rolled with the prior through that env's own ``pending_actions[:delay]`` (each env of a batch
+      its own delay) and the actor picks the action from the forecast state; the recurrent state then
+      advances with the action executed now. With delay 0 this is plain PWM. Needs
+      ``PendingActionsObservation(ExecutionDelay(env, delay))``.
+    - ``"augmented"``: the whole ``Dict`` (observation, pending actions, delay) is the world model's
+      observation and the decided actions are stored: the model must learn the delayed env, and its
+      imagination cannot change the pending actions. The baseline of SB3's ``MultiInputPolicy``.
+    - ``"oblivious"`` (the default without the pending view): the pending view is ignored and the
+      decided actions are stored: plain PWM, unaware of the delay, the baseline of the delay papers.
+
+    ``benchmarks/pwm_delay_modes.py`` compares the three modes on CartPole-v1 under
+    ``RandomWalkDelay(max_delay=5)`` (same seeds and budget; what was measured is in the README).
 
     Differences from the reference implementation (Wongziseoi/PaMoRL), each with its reason.
 
@@ -154,6 +176,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     :param gradient_steps: world-model + actor-critic updates each time; -1: as many as env steps
         collected since the last updates (SB3's meaning).
     :param gamma: discount per agent step (0.997^4 on Atari with frame skip 4).
+    :param delay_mode: ``"forecast"``, ``"augmented"`` or ``"oblivious"`` (see above); ``None``: forecast
+        when the observation has the pending view, oblivious otherwise.
     :param policy_kwargs: :class:`PWMPolicy` keywords, e.g. ``world_model_kwargs=dict(seq_width=64)``.
     :param stats_window_size: episodes averaged in ``rollout/`` logs.
     :param tensorboard_log: tensorboard log folder (None: no tensorboard).
@@ -187,6 +211,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         train_freq: int | tuple[int, str] = 1,
         gradient_steps: int = 1,
         gamma: float = 0.997**4,
+        delay_mode: str | None = None,
         policy_kwargs: dict[str, Any] | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -201,6 +226,9 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         )
         if env is not None and not isinstance(env, str):
             self._check_spaces(env.observation_space, env.action_space)
+            resolve_delay_mode(delay_mode, env.observation_space)
+        if "delay_mode" in (policy_kwargs or {}):
+            raise TypeError("delay_mode is an argument of PWM, not a policy_kwargs key")
         super().__init__(
             policy,
             env,
@@ -223,6 +251,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         )
         self.sequence_length = sequence_length
         self.imagination_horizon = imagination_horizon
+        self.delay_mode = delay_mode
         self.stats_window_size = stats_window_size
         self._policy_state: tuple[np.ndarray, ...] | None = None
         self.last_update_times: dict[str, tuple[float, float]] = {}
@@ -268,6 +297,9 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
 
     def _check_arguments(self) -> None:
         self._check_spaces(self.observation_space, self.action_space)
+        self.delay_mode = resolve_delay_mode(self.delay_mode, self.observation_space)
+        if self.delay_mode == "forecast" and self.env is not None:
+            self._check_executed_actions(self.env)
         image_shape = ObservationLayout(self.observation_space).image_shape
         if image_shape is not None and max(image_shape[1:]) > LARGE_IMAGE_SIDE:
             warnings.warn(
@@ -299,6 +331,14 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 f"{self.sequence_length * self.n_envs}, so that the first update can sample whole windows"
             )
 
+    @staticmethod
+    def _check_executed_actions(env: VecEnv) -> None:
+        if not all(env.env_is_wrapped(ExecutionDelay)):
+            raise ValueError(
+                "delay_mode='forecast' learns from the executed actions (info['executed_action']) of an "
+                "ExecutionDelay, and this env has none; " + _WRAP_HINT
+            )
+
     def _check_policy_kwargs(self) -> None:
         positional = ("self", "observation_space", "action_space", "lr_schedule")
         accepted = [name for name in inspect.signature(self.policy_class.__init__).parameters if name not in positional]
@@ -307,9 +347,22 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             raise TypeError(f"Unknown policy_kwargs keys {unknown}; accepted keys: {accepted}")
 
     def _setup_model(self) -> None:
+        """SB3's off-policy set-up, with the replay holding what the world model reads (see ``delay_mode``)."""
         self._check_policy_kwargs()
         self._check_arguments()
-        super()._setup_model()
+        self._setup_lr_schedule()
+        self.set_random_seed(self.seed)
+        self.policy = self.policy_class(
+            self.observation_space,
+            self.action_space,
+            self.lr_schedule,
+            delay_mode=self.delay_mode,
+            **self.policy_kwargs,
+        ).to(self.device)
+        self.replay_buffer = SequenceReplayBuffer(
+            self.buffer_size, self.policy.model_observation_space, self.action_space, self.device, n_envs=self.n_envs
+        )
+        self._convert_train_freq()
         self._sample_rng = np.random.default_rng(self.seed)
 
     def _setup_learn(
@@ -377,10 +430,33 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         return action, action
 
     def _store_transition(self, replay_buffer, buffer_action, new_obs, reward, dones, infos) -> None:
+        """Store the step as the world model learns it: its observation part and, in forecast mode,
+        the executed actions (decided ones otherwise)."""
         check_finite_step(self.num_timesteps, new_obs, reward, infos)
-        super()._store_transition(replay_buffer, buffer_action, new_obs, reward, dones, infos)
+        if self._vec_normalize_env is not None:
+            obs, reward = self._last_original_obs, self._vec_normalize_env.get_original_reward()
+        else:
+            obs = self._last_obs
+        if self.delay_mode == "forecast":
+            buffer_action = self._executed_actions(infos)
+        replay_buffer.add(self.policy.model_observation(obs), None, buffer_action, reward, dones, infos)
+        self._last_obs = new_obs
+        if self._vec_normalize_env is not None:
+            self._last_original_obs = self._vec_normalize_env.get_original_obs()
         life_loss = np.array([info.get("life_loss", False) for info in infos], dtype=bool)
         self._episode_starts = np.asarray(dones, dtype=bool) | life_loss
+
+    def _executed_actions(self, infos: list[dict[str, Any]]) -> np.ndarray:
+        """``info["executed_action"]`` of every env, normalised like the buffer's actions."""
+        missing = [index for index, info in enumerate(infos) if "executed_action" not in info]
+        if missing:
+            raise ValueError(
+                f"delay_mode='forecast' needs info['executed_action'], missing for env {missing[0]}; " + _WRAP_HINT
+            )
+        executed = np.array([info["executed_action"] for info in infos])
+        if isinstance(self.action_space, spaces.Box):
+            return self.policy.scale_action(executed.reshape(len(infos), *self.action_space.shape).astype(np.float32))
+        return executed
 
     def train(self, gradient_steps: int, batch_size: int) -> None:
         """``gradient_steps`` x (one world-model update on replayed windows, then one actor-critic

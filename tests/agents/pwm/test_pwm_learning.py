@@ -1,3 +1,4 @@
+import importlib.util
 import pathlib
 
 import gymnasium as gym
@@ -50,3 +51,27 @@ def test_mlp_policy_learns_cartpole_within_30k_steps():
     curve = LearningCurve(every=2_000)
     model.learn(30_000, callback=curve)
     assert max(score for _, score in curve.curve) >= 400, curve.curve
+
+
+STUDY = pathlib.Path(__file__).parents[3] / "benchmarks" / "pwm_delay_modes.py"
+"""The delay-mode study; this test runs its ``run`` (seeds 0 and 1, 30k steps, the issue's target).
+
+Not yet seen passing: at 10k steps on seed 0 forecast led (best 108 vs 61 augmented, 45 oblivious)
+but was far from 400; see the README."""
+
+
+def _study():
+    spec = importlib.util.spec_from_file_location("pwm_delay_modes", STUDY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_forecast_mode_learns_delayed_cartpole_and_beats_augmented_and_oblivious(seed):
+    study = _study()
+    best = {mode: max(score for _, score in study.run(mode, seed, 30_000)["curve"]) for mode in study.MODES}
+    assert best["forecast"] >= 400, best
+    for baseline in ("augmented", "oblivious"):
+        assert best["forecast"] >= best[baseline] + 100, best

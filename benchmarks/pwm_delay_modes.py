@@ -1,0 +1,155 @@
+"""PWM's three delay modes on CartPole-v1 under ``RandomWalkDelay(max_delay=5, p=0.2)``: learning curves.
+
+Every run trains PWM with the ``CartPole-v1@delayed`` entry of ``hyperparams/pwm.yml`` (only
+``delay_mode`` changes) on ``PendingActionsObservation(ExecutionDelay(CartPole-v1, RandomWalkDelay(5)))``
+for the same budget, and evaluates it every ``--eval-every`` steps on ``--episodes`` deterministic
+episodes of the same delayed env (episode seeds 10000, 10001, ...). It prints one line per
+evaluation, then the curves side by side with each run's wall and process CPU time.
+
+    python benchmarks/pwm_delay_modes.py                                   # 3 modes x seeds 0 1, 30k steps
+    python benchmarks/pwm_delay_modes.py --modes forecast --seeds 0 --steps 6000 --json /tmp/curves.jsonl
+
+``--json`` appends one JSON line per run (mode, seed, curve, times), so runs split across processes
+can be collected; ``--table FILE`` prints the curves of such a file and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import resource
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import yaml
+from stable_baselines3.common.callbacks import BaseCallback
+
+from delayzoo.agents.pwm import PWM
+from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+
+HYPERPARAMS = pathlib.Path(__file__).resolve().parents[1] / "hyperparams" / "pwm.yml"
+ENTRY = "CartPole-v1@delayed"
+MODES = ("forecast", "augmented", "oblivious")
+
+
+def make_env(max_delay: int = 5) -> gym.Env:
+    """CartPole-v1 under a random-walk execution delay, with the pending view."""
+    delayed = ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(max_delay=max_delay, p=0.2))
+    return PendingActionsObservation(delayed)
+
+
+def evaluate(model: PWM, episodes: int = 5, max_delay: int = 5) -> float:
+    """Mean return of ``episodes`` deterministic episodes (seeds 10000, 10001, ...)."""
+    env = make_env(max_delay)
+    scores = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=10_000 + episode)
+        state, start, done, score = None, np.array([True]), False, 0.0
+        while not done:
+            action, state = model.predict(obs, state=state, episode_start=start, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            score, done, start = score + float(reward), terminated or truncated, np.array([False])
+        scores.append(score)
+    return float(np.mean(scores))
+
+
+class Curve(BaseCallback):
+    """Evaluate every ``every`` steps and print the result."""
+
+    def __init__(self, every: int, episodes: int, max_delay: int, label: str) -> None:
+        super().__init__()
+        self.every, self.episodes, self.max_delay, self.label = every, episodes, max_delay, label
+        self.points: list[tuple[int, float]] = []
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps % self.every == 0:
+            self.points.append((self.num_timesteps, evaluate(self.model, self.episodes, self.max_delay)))
+            print(f"{self.label} steps={self.points[-1][0]} eval_mean={self.points[-1][1]:.1f}", flush=True)
+        return True
+
+
+def build(mode: str, seed: int, max_delay: int = 5) -> PWM:
+    """PWM with the ``CartPole-v1@delayed`` hyperparameters and ``delay_mode=mode``, on CPU."""
+    config = dict(yaml.safe_load(HYPERPARAMS.read_text())[ENTRY])
+    for key in ("delay", "delay_mode", "n_timesteps"):
+        config.pop(key)
+    policy, policy_kwargs = config.pop("policy"), eval(config.pop("policy_kwargs"))  # the file's own dict(...)
+    env = make_env(max_delay)
+    return PWM(policy, env, delay_mode=mode, policy_kwargs=policy_kwargs, seed=seed, device="cpu", **config)
+
+
+def run(
+    mode: str, seed: int, steps: int, eval_every: int = 1000, episodes: int = 5, max_delay: int = 5
+) -> dict[str, Any]:
+    """Train one model and return its curve ``[(steps, mean return), ...]`` with its wall and CPU time."""
+    label = f"{mode}/seed{seed}"
+    wall, cpu = time.perf_counter(), time.process_time()
+    model = build(mode, seed, max_delay)
+    curve = Curve(eval_every, episodes, max_delay, label)
+    model.learn(steps, callback=curve)
+    return {
+        "mode": mode,
+        "seed": seed,
+        "steps": steps,
+        "curve": curve.points,
+        "wall_s": round(time.perf_counter() - wall, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
+        "threads": torch.get_num_threads(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """The curves side by side, one column per run, then each run's best and last evaluation."""
+    results = sorted(results, key=lambda r: (MODES.index(r["mode"]) if r["mode"] in MODES else 9, r["seed"]))
+    names = [f"{r['mode']}/s{r['seed']}" for r in results]
+    steps = sorted({point[0] for r in results for point in r["curve"]})
+    lines = ["steps  " + " ".join(f"{name:>14}" for name in names)]
+    for step in steps:
+        cells = []
+        for r in results:
+            value = dict((int(s), v) for s, v in r["curve"]).get(step)
+            cells.append(f"{value:14.1f}" if value is not None else " " * 14)
+        lines.append(f"{step:>5}  " + " ".join(cells))
+    lines.append("best   " + " ".join(f"{max(v for _, v in r['curve']):14.1f}" for r in results))
+    lines.append("wall s " + " ".join(f"{r['wall_s']:14.0f}" for r in results))
+    lines.append("cpu s  " + " ".join(f"{r['cpu_s']:14.0f}" for r in results))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--steps", type=int, default=30_000, help="training env steps per run")
+    parser.add_argument("--eval-every", type=int, default=1000)
+    parser.add_argument("--episodes", type=int, default=5)
+    parser.add_argument("--max-delay", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--json", type=pathlib.Path, help="append one JSON line per run to this file")
+    parser.add_argument("--table", type=pathlib.Path, help="print the curves of a --json file and exit")
+    args = parser.parse_args()
+    if args.table:
+        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        return
+    torch.set_num_threads(args.threads)
+    results = []
+    for seed in args.seeds:
+        for mode in args.modes:
+            result = run(mode, seed, args.steps, args.eval_every, args.episodes, args.max_delay)
+            results.append(result)
+            if args.json:
+                with args.json.open("a") as file:
+                    file.write(json.dumps(result) + "\n")
+    print(table(results))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"threads={args.threads} load average now {os.getloadavg()} peak RSS {peak:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
