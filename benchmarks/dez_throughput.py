@@ -5,8 +5,8 @@ vector step) on the delayed preset (random-walk delay, max 5, p = 0.2, pending v
 After ``learning_starts`` steps (not timed) it times ``--steps`` more env steps and prints env steps per
 second of process CPU time and of wall time, and the main thread's CPU time per vector step split into
 acting (the batched search of all envs), reanalysis (value bootstrap and policy reanalysis with the
-target network, in the prefetch thread when it runs there), targets (replay sampling and target arrays) and update (the rest of ``train``: the
-unrolled loss, backward, optimiser, priorities).
+target network, in the prefetch thread when it runs there), targets (replay sampling and target arrays)
+and update (the rest of ``train``: the unrolled loss, backward, optimiser, priorities).
 
 ``--before DIR`` also measures another copy of delayzoo (e.g. ``git archive <commit> delayzoo | tar -x -C
 DIR``, with the compiled tree copied in): the two are run alternately, ``--repeats`` times each, in

@@ -18,8 +18,9 @@ import os
 import re
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
@@ -86,7 +87,7 @@ def _statistics(env: VecNormalize) -> dict[str, RunningMeanStd]:
 
 def save_normalization(env: VecNormalize, path: str | Path) -> None:
     """Save ``env``'s statistics and settings as a plain ``.npz`` archive, atomically."""
-    arrays: dict[str, np.ndarray] = {
+    arrays: dict[str, Any] = {
         "norm_obs": np.bool_(env.norm_obs),
         "norm_reward": np.bool_(env.norm_reward),
         "clip_obs": np.float64(env.clip_obs),

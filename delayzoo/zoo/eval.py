@@ -89,7 +89,9 @@ def make_eval_env(
     elif pickled.is_file():
         if not trust_run_files:
             env.close()
-            raise ZooError(f"{pickled} is a pickle, and loading it could run code; pass --trust-run-files if you trust this run")
+            raise ZooError(
+                f"{pickled} is a pickle, and loading it could run code; pass --trust-run-files if you trust this run"
+            )
         env = VecNormalize.load(str(pickled), env)
         env.training = False
         env.norm_reward = False

@@ -53,6 +53,7 @@ from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize, VecTransposeImage
 
+from delayzoo.agents.common.evaluation import LifeLossEpisodeStarts
 from delayzoo.agents.common.plain_save import MAX_DATA_BYTES, NotAModelFileError, PlainSaveMixin
 from delayzoo.zoo.checkpoints import (
     AtomicCheckpointCallback,
@@ -63,7 +64,6 @@ from delayzoo.zoo.checkpoints import (
     load_normalization,
     save_normalization,
 )
-from delayzoo.agents.common.evaluation import LifeLossEpisodeStarts
 from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import find_entry
@@ -217,7 +217,10 @@ class DelayExperimentManager(ExperimentManager):
             print(f"--pending-view gives Dict observations: using MultiInputPolicy instead of {hyperparams['policy']}")
             hyperparams["policy"] = "MultiInputPolicy"
         if self.delay.pending_view and hyperparams.get("optimize_memory_usage"):
-            print("--pending-view gives Dict observations, which SB3's DictReplayBuffer stores without optimize_memory_usage")
+            print(
+                "--pending-view gives Dict observations, "
+                "which SB3's DictReplayBuffer stores without optimize_memory_usage"
+            )
             hyperparams["optimize_memory_usage"] = False
 
         record = self.delay.to_record()
@@ -423,7 +426,9 @@ class DelayExperimentManager(ExperimentManager):
                     save_vecnormalize=bool(self.normalize),
                     verbose=callback.verbose,
                 )
-            elif isinstance(callback, EvalCallback) and isinstance(callback.callback_on_new_best, SaveVecNormalizeCallback):
+            elif isinstance(callback, EvalCallback) and isinstance(
+                callback.callback_on_new_best, SaveVecNormalizeCallback
+            ):
                 callback.callback_on_new_best = SaveNormalizationCallback(self.params_path)
                 callback.callback_on_new_best.parent = callback
 
@@ -455,7 +460,10 @@ class DelayExperimentManager(ExperimentManager):
         return model
 
     def learn(self, model: BaseAlgorithm) -> None:
-        """Train for ``-n`` steps (more steps on top of a resumed model's counter); Ctrl-C or SIGTERM stops and keeps the model."""
+        """Train for ``-n`` steps (more steps on top of a resumed model's counter).
+
+        Ctrl-C or SIGTERM stops and keeps the model.
+        """
         kwargs: dict[str, Any] = {"reset_num_timesteps": not self.continue_training}
         if self.log_interval > -1:
             kwargs["log_interval"] = self.log_interval
@@ -492,8 +500,11 @@ class DelayExperimentManager(ExperimentManager):
         """
         try:
             print(f"Saving to {self.save_path}")
-            has_buffer = hasattr(model, "save_replay_buffer") and getattr(model, "replay_buffer", None) is not None
-            if has_buffer and (self.save_replay_buffer or self.interrupted):
+            if (
+                hasattr(model, "save_replay_buffer")
+                and getattr(model, "replay_buffer", None) is not None
+                and (self.save_replay_buffer or self.interrupted)
+            ):
                 print("Saving replay buffer")
                 atomic_write(os.path.join(self.save_path, "replay_buffer.pkl"), model.save_replay_buffer)
             statistics = model.get_vec_normalize_env()

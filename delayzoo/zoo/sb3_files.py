@@ -6,9 +6,9 @@ passes a replacement for each such entry as SB3's ``custom_objects`` (which SB3 
 unpickling): the spaces of the env the model is loaded for, the policy class named by the run's alias,
 the ``policy_kwargs`` of the hyperparameters (parsed, not evaluated) over the saved ones (classes such as
 A2C's RMSprop optimiser are read back from their names, under :data:`_CLASS_PREFIXES` only), and
-constructor defaults for the rest, which the hyperparameters then override as rl_zoo3 does. Schedules the model rebuilds when it is
-set up, and the training state SB3 resets on loading (last observations, episode statistics), are
-left empty. A pickled entry the zoo cannot replace is refused.
+constructor defaults for the rest, which the hyperparameters then override as rl_zoo3 does. Schedules
+the model rebuilds when it is set up, and the training state SB3 resets on loading (last observations,
+episode statistics), are left empty. A pickled entry the zoo cannot replace is refused.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -80,7 +81,7 @@ def load_sb3_model(
     env: VecEnv,
     policy: str | type,
     policy_kwargs: dict[str, Any] | None,
-    device: str = "auto",
+    device: torch.device | str = "auto",
     **kwargs: Any,
 ) -> BaseAlgorithm:
     """``algorithm.load(path, env=env, ...)`` with a replacement for every pickled entry (see the module docstring).

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 import importlib
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import torch
@@ -32,7 +32,15 @@ from stable_baselines3.common.vec_env import VecEnvWrapper
 
 from delayzoo.zoo.errors import ZooError
 
-__all__ = ["KWARGS_KEYS", "NAME_KEYS", "TRUSTED_PREFIXES", "check_names", "parse_kwargs", "resolve_name", "safe_hyperparams"]
+__all__ = [
+    "KWARGS_KEYS",
+    "NAME_KEYS",
+    "TRUSTED_PREFIXES",
+    "check_names",
+    "parse_kwargs",
+    "resolve_name",
+    "safe_hyperparams",
+]
 
 TRUSTED_PREFIXES = ("delayzoo.", "gymnasium.wrappers.", "stable_baselines3.", "sb3_contrib.", "rl_zoo3.wrappers.")
 """The packages whose classes a file may name without ``--trust-run-files``."""
@@ -47,7 +55,13 @@ NAME_KEYS: dict[str, type] = {
 KWARGS_KEYS = ("policy_kwargs", "replay_buffer_kwargs", "monitor_kwargs", "normalize")
 """Hyperparameters whose string values rl_zoo3 evaluates as Python; the zoo parses them with :func:`parse_kwargs`."""
 
-_TORCH_MODULES = {"nn": torch.nn, "th.nn": torch.nn, "torch.nn": torch.nn, "th.optim": torch.optim, "torch.optim": torch.optim}
+_TORCH_MODULES = {
+    "nn": torch.nn,
+    "th.nn": torch.nn,
+    "torch.nn": torch.nn,
+    "th.optim": torch.optim,
+    "torch.optim": torch.optim,
+}
 _BARE_NAMES: dict[str, type] = {"RMSpropTFLike": RMSpropTFLike}
 _FORMS = (
     "dict(...), {...}, lists, tuples, numbers, strings, True/False/None, nn.* / th.nn.* / torch.nn.* and "
@@ -150,7 +164,8 @@ def _value(node: ast.expr, text: str) -> Any:
         and isinstance(node.operand, ast.Constant)
         and type(node.operand.value) in (int, float)
     ):
-        return -node.operand.value if isinstance(node.op, ast.USub) else node.operand.value
+        number = cast("int | float", node.operand.value)
+        return -number if isinstance(node.op, ast.USub) else number
     if isinstance(node, ast.List):
         return [_value(item, text) for item in node.elts]
     if isinstance(node, ast.Tuple):
@@ -200,6 +215,10 @@ def safe_hyperparams(hyperparams: dict[str, Any], source: str, trusted: bool = F
     if isinstance(safe.get("replay_buffer_class"), str):
         name = safe["replay_buffer_class"]
         if "." not in name:
-            name = f"stable_baselines3.{name}" if name in ("HerReplayBuffer",) else f"stable_baselines3.common.buffers.{name}"
+            name = (
+                f"stable_baselines3.{name}"
+                if name in ("HerReplayBuffer",)
+                else f"stable_baselines3.common.buffers.{name}"
+            )
         safe["replay_buffer_class"] = resolve_name(name, BaseBuffer, f"replay_buffer_class in {source}")
     return safe

@@ -84,7 +84,10 @@ def edited_data(entries, edit):
 
 
 CRAFTED = {
-    "counter-of-wrong-type": (lambda d: d["counters"].update(num_timesteps="abc"), "counter 'num_timesteps' must be an integer"),
+    "counter-of-wrong-type": (
+        lambda d: d["counters"].update(num_timesteps="abc"),
+        "counter 'num_timesteps' must be an integer",
+    ),
     "counter-not-written": (lambda d: d["counters"].update(policy=3), "its counters must be"),
     "negative-counter": (lambda d: d["counters"].update(_n_updates=-5), "counter '_n_updates' must be an integer >= 0"),
     "bool-counter": (lambda d: d["counters"].update(n_envs=True), "counter 'n_envs' must be an integer"),

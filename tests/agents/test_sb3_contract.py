@@ -3,7 +3,8 @@ replay buffer save/load, callbacks (progress bar, tensorboard) and several envs.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -31,7 +32,10 @@ DEZ_FAST = dict(
     policy_kwargs=dict(net_kwargs=dict(latent_dim=8, hidden=(16,), head_hidden=(8,), lstm_hidden_size=8, proj_hidden=8,
                                        proj_out=8, pred_hidden=4, support_size=10)),
 )
-AGENTS: dict[str, tuple[type[BaseAlgorithm], dict[str, Any]]] = {"pwm": (PWM, PWM_FAST), "delayed_ez": (DelayedEZ, DEZ_FAST)}
+AGENTS: dict[str, tuple[type[BaseAlgorithm], dict[str, Any]]] = {
+    "pwm": (PWM, PWM_FAST),
+    "delayed_ez": (DelayedEZ, DEZ_FAST),
+}
 
 
 @pytest.fixture(autouse=True)

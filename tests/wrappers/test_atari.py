@@ -200,7 +200,7 @@ def test_frame_stack_is_channels_first_below_the_pending_view_newest_frame_last(
     assert env.observation_space.shape == (9, 2, 2)
     obs, _ = env.reset()
     assert obs.shape == (9, 2, 2) and not obs.any()  # three copies of the (zero) first frame
-    for t in range(1, 4):
+    for _ in range(1, 4):
         obs = env.step(0)[0]
     assert [int(obs[3 * i, 0, 0]) for i in range(3)] == [1, 2, 3]
 

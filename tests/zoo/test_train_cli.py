@@ -85,8 +85,9 @@ def test_sigint_saves_model_and_replay_buffer_and_resume_continues_the_step_coun
     assert config["policy"] == "MultiInputPolicy" and config["delay"]["process"] == "random-walk"
     assert (run / "0.monitor.csv").read_text().count("\n") > 2
 
+    # SB3 buffers are pickles
     resumed = run_module("delayzoo.zoo.train", *common, "-n", "100", "--save-freq", "50",
-                         "-i", str(run / "CartPole-v1.zip"), "--trust-run-files", cwd=tmp_path)  # SB3 buffers are pickles
+                         "-i", str(run / "CartPole-v1.zip"), "--trust-run-files", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Loading replay buffer" in resumed.stdout
     second = tmp_path / "logs/dqn/CartPole-v1_2"

@@ -40,7 +40,8 @@ class Payload:
 def all_kwargs_strings() -> list[str]:
     """Every keyword string of our hyperparameter files and of rl_zoo3's own."""
     found = []
-    files = sorted(hyperparams_dir().glob("*.yml")) + sorted(Path(glob.escape(str(Path(rl_zoo3_file).parent))).glob("hyperparams/*.yml"))
+    rl_zoo3_dir = Path(glob.escape(str(Path(rl_zoo3_file).parent)))
+    files = sorted(hyperparams_dir().glob("*.yml")) + sorted(rl_zoo3_dir.glob("hyperparams/*.yml"))
     for path in files:
         for entry in (yaml.safe_load(path.read_text()) or {}).values():
             if isinstance(entry, dict):
@@ -236,7 +237,10 @@ def test_normalised_runs_keep_plain_statistics_that_eval_and_resume_read(tmp_pat
     resumed = run_module("delayzoo.zoo.train", *common, "-n", "64", "-i", str(run / "rl_model_64_steps.zip"),
                          cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "Loading saved VecNormalize stats" in resumed.stdout and "rl_model_vecnormalize_64_steps.npz" in resumed.stdout
+    assert (
+        "Loading saved VecNormalize stats" in resumed.stdout
+        and "rl_model_vecnormalize_64_steps.npz" in resumed.stdout
+    )
 
 
 def craft_pickled_entry(model: Path, key: str, marker: Path) -> None:
@@ -284,5 +288,7 @@ def test_classes_named_beside_a_pickled_policy_kwargs_are_read_back_only_from_al
     # what SB3 writes beside A2C's pickled policy_kwargs: the RMSprop optimiser it needs to load its state
     assert _saved_class("<class 'torch.optim.rmsprop.RMSprop'>") is torch.optim.RMSprop
     assert _saved_class("<class 'torch.nn.modules.activation.Tanh'>") is torch.nn.Tanh
-    for text in ("<class 'os.system'>", "<class 'subprocess.Popen'>", "<function f at 0x1>", "<class 'torch.optim.nope'>"):
+    for text in (
+        "<class 'os.system'>", "<class 'subprocess.Popen'>", "<function f at 0x1>", "<class 'torch.optim.nope'>"
+    ):
         assert _saved_class(text) is None

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import numbers
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,8 @@ def check_number(
 def check_learning_rate(value: float | Callable[[float], float]) -> None:
     """A learning rate (or a schedule, checked at its start) must be a finite number > 0."""
     start = value(1.0) if callable(value) else value
-    check_number("learning_rate" if not callable(value) else "learning_rate(1.0) of the schedule", start, 0, low_open=True)
+    name = "learning_rate" if not callable(value) else "learning_rate(1.0) of the schedule"
+    check_number(name, start, 0, low_open=True)
 
 
 def check_train_freq(value: Any) -> None:
@@ -130,7 +132,9 @@ def check_finite_step(step: int, observations: Any, rewards: Any = None, infos: 
         if bad.any():
             env = int(np.argmax(bad))
             where = "" if key is None else f" (key {key!r})"
-            raise ValueError(f"non-finite observation{where} at step {step} in env {env}; the env must return finite observations")
+            raise ValueError(
+                f"non-finite observation{where} at step {step} in env {env}; the env must return finite observations"
+            )
     for env, info in enumerate(infos or []):
         final = info.get("terminal_observation")
         if final is None:

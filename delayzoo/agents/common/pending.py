@@ -8,7 +8,8 @@ holds ``d``, so entry 0 is the action the env executes next whenever ``d > 0``.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, TypeVar
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar, cast
 
 import torch
 from gymnasium import spaces
@@ -110,4 +111,4 @@ def roll_through_pending(
                 out[name][rows] = value
         else:
             out[rows] = step(out[rows], actions[rows, k])
-    return out
+    return cast(Carry, out)

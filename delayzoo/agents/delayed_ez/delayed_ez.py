@@ -479,7 +479,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 raise ValueError(f"the replay buffer holds observations of shape {stacked}, the model takes {expected}")
             if buffer.num_actions != self.action_space.n:
                 raise ValueError(
-                    f"the replay buffer holds policies over {buffer.num_actions} actions, the model has {self.action_space.n}"
+                    f"the replay buffer holds policies over {buffer.num_actions} actions, "
+                    f"the model has {self.action_space.n}"
                 )
 
     # ----------------------------------------------------------------- acting and storing
@@ -644,7 +645,10 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         flat = torch.cat(bootstrap_obs)
         chunk = self._chunk(len(flat))
         bootstrap = torch.cat(
-            [target_net.to_scalar(target_net.initial_inference(flat[i : i + chunk]).value_logits) for i in range(0, len(flat), chunk)]
+            [
+                target_net.to_scalar(target_net.initial_inference(flat[i : i + chunk]).value_logits)
+                for i in range(0, len(flat), chunk)
+            ]
         )
         out = []
         roots, where = [], []
@@ -691,15 +695,25 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         )
         beta = self.priority_beta + (1.0 - self.priority_beta) * (1.0 - self._current_progress_remaining)
         prefetched, self._prefetched = self._prefetched, None
-        if prefetched is not None and len(prefetched.batches) == gradient_steps and len(prefetched.batches[0].slots) == batch_size:
+        if (
+            prefetched is not None
+            and len(prefetched.batches) == gradient_steps
+            and len(prefetched.batches[0].slots) == batch_size
+        ):
             batches, targets = prefetched.result()
         else:
             if prefetched is not None:
                 prefetched.wait()
-            batches = [self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta) for _ in range(gradient_steps)]
+            batches = [
+                self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta)
+                for _ in range(gradient_steps)
+            ]
             targets = self._targets(batches)
         if self.prefetch:
-            upcoming = [self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta) for _ in range(gradient_steps)]
+            upcoming = [
+                self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta)
+                for _ in range(gradient_steps)
+            ]
             self._prefetched = _Prefetch(upcoming, self._targets)
         logs: dict[str, list[float]] = defaultdict(list)
         unroll = self.num_unroll_steps

@@ -54,7 +54,9 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | No
     return padded.permute(0, 2, 3, 1)[batch, rows, cols].permute(0, 3, 1, 2)
 
 
-def random_intensity(images: torch.Tensor, scale: float = 0.05, generator: torch.Generator | None = None) -> torch.Tensor:
+def random_intensity(
+    images: torch.Tensor, scale: float = 0.05, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """Multiply each image by ``1 + scale * clip(N(0, 1), -2, 2)`` (EfficientZero's intensity augmentation)."""
     noise = torch.randn(images.shape[0], generator=generator, device="cpu").clamp(-2.0, 2.0).to(images.device)
     return images * (1.0 + scale * noise).view(-1, *([1] * (images.dim() - 1)))

@@ -128,8 +128,11 @@ class MCTS:
             hidden[sim] = out.lstm_state[0].squeeze(0).masked_fill(reset_t, 0.0)
             cell[sim] = out.lstm_state[1].squeeze(0).masked_fill(reset_t, 0.0)
             host = torch.cat(
-                [network.to_scalar(out.value_prefix_logits).view(-1, 1), network.to_scalar(out.value_logits).view(-1, 1),
-                 out.policy_logits.float()],
+                [
+                    network.to_scalar(out.value_prefix_logits).view(-1, 1),
+                    network.to_scalar(out.value_logits).view(-1, 1),
+                    out.policy_logits.float(),
+                ],
                 dim=1,
             ).double().cpu().numpy()
             try:

@@ -10,8 +10,9 @@ Two families share one interface (:class:`EfficientZeroNetwork`):
 
 Latents can be min-max normalised to [0, 1] per sample after the representation and every dynamics
 step (``state_norm``): off for the conv family, as in EfficientZero's Atari model, and on for the
-vector family, where it keeps the small MLP latents bounded (our choice). Values and value prefixes are categorical over ``2 * support_size + 1``
-integer bins in ``h``-space (:func:`~delayzoo.agents.common.transforms.h_transform`).
+vector family, where it keeps the small MLP latents bounded (our choice). Values and value prefixes are
+categorical over ``2 * support_size + 1`` integer bins in ``h``-space
+(:func:`~delayzoo.agents.common.transforms.h_transform`).
 """
 
 from __future__ import annotations

@@ -146,7 +146,8 @@ class DelayedEZPolicy(BasePolicy):
         the pending view); a pending action outside the action space raises a ``ValueError``."""
         if isinstance(obs, dict):
             if has_pending_view(self.observation_space):
-                return tuple(read_pending_view(obs, self.action_space))
+                view = read_pending_view(obs, self.action_space)
+                return view.observation, view.actions, view.delays
             return obs["observation"], None, None
         return obs, None, None
 

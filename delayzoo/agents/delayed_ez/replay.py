@@ -450,7 +450,9 @@ class PrioritizedGameBuffer:
         q = position[:, None] + steps  # (B, K + 1) positions of the unroll
         inside = q < length
         at_q = (first_slot[:, None] + np.minimum(q, length - 1)) % self.capacity
-        actions = np.where(inside[:, :unroll], self._actions[at_q[:, :unroll]], rng.integers(self.num_actions, size=(batch, unroll)))
+        actions = np.where(
+            inside[:, :unroll], self._actions[at_q[:, :unroll]], rng.integers(self.num_actions, size=(batch, unroll))
+        )
         stop = np.minimum(q + n[:, None], length)
         horizon = np.arange(td)
         reward_position = q[..., None] + horizon  # (B, K + 1, td)

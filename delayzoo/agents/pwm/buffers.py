@@ -174,7 +174,9 @@ class SequenceReplayBuffer(BaseBuffer):
                 f"in [0, {self.buffer_size - 1}]"
             )
         if full.shape != () or full.dtype != np.bool_:
-            raise ValueError(f"Replay buffer file does not match this buffer: 'full' is {full.tolist()!r}, not a boolean")
+            raise ValueError(
+                f"Replay buffer file does not match this buffer: 'full' is {full.tolist()!r}, not a boolean"
+            )
         if next_is_first.shape != (self.n_envs,) or next_is_first.dtype != np.bool_:
             raise ValueError(
                 f"Replay buffer file does not match this buffer: 'next_is_first' is {next_is_first.shape} "

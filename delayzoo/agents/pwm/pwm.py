@@ -30,8 +30,8 @@ from delayzoo.agents.common.checks import (
 from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
 from delayzoo.agents.pwm.policies import _WRAP_HINT, PWMPolicy, resolve_delay_mode
-from delayzoo.wrappers.delay import ExecutionDelay
 from delayzoo.agents.pwm.world_model import ObservationLayout
+from delayzoo.wrappers.delay import ExecutionDelay
 
 SelfPWM = TypeVar("SelfPWM", bound="PWM")
 

@@ -11,8 +11,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 from delayzoo.agents.delayed_ez.losses import random_intensity, random_shift
-from delayzoo.wrappers.atari import FrameStack
 from delayzoo.wrappers import ConstantDelay, ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+from delayzoo.wrappers.atari import FrameStack
 
 FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=10,
             reanalyze_ratio=0.5, target_update_interval=5, seed=0)
@@ -73,7 +73,9 @@ def test_updates_change_the_weights_and_refresh_the_target_network(tiny_mlp, toy
 @pytest.mark.parametrize("forward_model", [True, False], ids=["forward-stores-executed", "oblivious-stores-decided"])
 def test_replay_stores_executed_actions_with_the_forward_model_and_decided_ones_without(tiny_mlp, toy, forward_model):
     env = _delayed(toy("vector", episode_length=10), ConstantDelay(2))
-    model = _agent("MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50, forward_model=forward_model)
+    model = _agent(
+        "MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50, forward_model=forward_model
+    )
     assert model.replay_actions == ("executed" if forward_model else "decided")
     decided = []
     act = model.policy.act
@@ -107,13 +109,17 @@ def test_rewards_are_clipped_for_learning_but_scores_stay_raw(tiny_mlp, toy):
         def reward(self, reward):
             return 7.0 * reward - 2.0
 
-    model = _agent("MlpPolicy", Scaled(toy("vector", episode_length=6)), tiny_mlp, clip_reward=True, learning_starts=1000)
+    model = _agent(
+        "MlpPolicy", Scaled(toy("vector", episode_length=6)), tiny_mlp, clip_reward=True, learning_starts=1000
+    )
     model.learn(12)
     stored = np.concatenate([game.rewards for game in model.replay_buffer.segments()])
     assert set(stored) <= {-1.0, 1.0} and len(stored) == 12
     scores = [info["r"] for info in model.ep_info_buffer]
     assert len(scores) == 2 and sum(scores) == pytest.approx(sum(5.0 if r > 0 else -2.0 for r in stored))
-    bounded = _agent("MlpPolicy", Scaled(toy("vector", episode_length=6)), tiny_mlp, clip_reward=3, learning_starts=1000)
+    bounded = _agent(
+        "MlpPolicy", Scaled(toy("vector", episode_length=6)), tiny_mlp, clip_reward=3, learning_starts=1000
+    )
     bounded.learn(12)
     assert set(np.concatenate([g.rewards for g in bounded.replay_buffer.segments()])) <= {-2.0, 3.0}
 
@@ -287,7 +293,9 @@ def test_prefetching_the_next_round_in_a_thread_stays_reproducible(tiny_mlp, toy
     assert model._n_updates == 2 * (30 - 16) + 4
 
 
-def test_saved_replay_buffer_keeps_the_running_episodes_and_loading_checks_the_shapes(tmp_path, tiny_mlp, tiny_conv, toy):
+def test_saved_replay_buffer_keeps_the_running_episodes_and_loading_checks_the_shapes(
+    tmp_path, tiny_mlp, tiny_conv, toy
+):
     model = _agent("MlpPolicy", toy("vector", episode_length=50), tiny_mlp, learning_starts=1000, segment_length=40)
     model.learn(10)
     assert len(model.replay_buffer) == 0  # no segment finished yet

@@ -90,7 +90,9 @@ def test_batched_search_expands_each_root_from_its_own_nodes(tree):
     net = PathNet()
     roots = torch.tensor([[0, 0], [1, 0], [2, 0], [3, 0]], dtype=torch.float64)
     logits = torch.tensor([[1.0, 0.0, -1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 2.0], [0.5, 0.5, 0.0]])
-    out = MCTS(3, SearchConfig(num_simulations=20), tree=tree).search(net, roots, logits, np.random.default_rng(0), False)
+    out = MCTS(3, SearchConfig(num_simulations=20), tree=tree).search(
+        net, roots, logits, np.random.default_rng(0), False
+    )
     assert out.visits.shape == (4, 3) and (out.visits.sum(1) == 20).all()
     assert len(net.calls) == 4 * 20
     expanded = {b: {0} for b in range(4)}
