@@ -41,7 +41,7 @@ def _child(steps: int, seed: int) -> dict[str, float]:
     from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
     torch.set_num_threads(1)
-    entry = dict(yaml.safe_load((REPO / "hyperparams" / "delayed_ez.yml").read_text())["CartPole-v1"])
+    entry = dict(yaml.safe_load((REPO / "delayzoo" / "hyperparams" / "delayed_ez.yml").read_text())["CartPole-v1"])
     for key in ("n_timesteps", "policy"):
         entry.pop(key)
     n_envs = entry.pop("n_envs")

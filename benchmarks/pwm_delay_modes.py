@@ -32,7 +32,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from delayzoo.agents.pwm import PWM
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
-HYPERPARAMS = pathlib.Path(__file__).resolve().parents[1] / "hyperparams" / "pwm.yml"
+HYPERPARAMS = pathlib.Path(__file__).resolve().parents[1] / "delayzoo" / "hyperparams" / "pwm.yml"
 ENTRY = "CartPole-v1@delayed"
 MODES = ("forecast", "augmented", "oblivious")
 
