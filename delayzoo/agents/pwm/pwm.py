@@ -90,7 +90,10 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
       in, are those of the undelayed env. To act, the posterior state of the current observation is
       rolled with the prior through that env's own ``pending_actions[:delay]`` (each env of a batch
       its own delay) and the actor picks the action from the forecast state; the recurrent state then
-      advances with the action executed now. With delay 0 this is plain PWM. Needs
+      advances with the action executed now. Greedy actions (``deterministic=True``) are the mode of
+      the actor's policy averaged over ``forecast_samples`` sampled forecasts (a policy keyword, 16
+      by default): the prior's per-categorical modes make an atypical state. With delay 0 this is
+      plain PWM. Needs
       ``PendingActionsObservation(ExecutionDelay(env, delay))``.
     - ``"augmented"``: the whole ``Dict`` (observation, pending actions, delay) is the world model's
       observation and the decided actions are stored: the model must learn the delayed env, and its

@@ -1,5 +1,7 @@
 """PWM's delay modes: the forecast rollout, what the replay stores, save/load and bad input."""
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -59,6 +61,7 @@ def test_forecast_equals_a_step_by_step_prior_rollout_through_each_envs_pending_
     model = PWM("MultiInputPolicy", delayed(env_id), **FAST)
     policy, world_model = model.policy, model.policy.world_model
     policy.set_training_mode(False)
+    policy.forecast_samples = 0  # one forecast from the prior's modes: deterministic, checked step by step
     delays = [0, 2, 5]
     obs = hand_made_batch(model, delays)
     state = random_state(model, len(delays))
@@ -87,6 +90,61 @@ def test_forecast_equals_a_step_by_step_prior_rollout_through_each_envs_pending_
             for name in after:
                 assert torch.allclose(next_state[name][row], after[name][0], atol=1e-5), name
     assert not torch.allclose(ahead[2], latent[2]), "a 5-step forecast should move the latent"
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_deterministic_forecast_acts_on_the_policy_averaged_over_sampled_forecasts(env_id):
+    model = PWM("MultiInputPolicy", delayed(env_id), policy_kwargs={**FAST["policy_kwargs"], "forecast_samples": 8},
+                **{key: value for key, value in FAST.items() if key != "policy_kwargs"})
+    policy, world_model, actor = model.policy, model.policy.world_model, model.policy.actor_critic.actor
+    policy.set_training_mode(False)
+    with torch.no_grad():  # an actor that is not uniform (its read-out starts at zero)
+        generator = torch.Generator().manual_seed(0)
+        for parameter in actor.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator))
+    delays = [0, 2, 5]
+    obs_tensor, _ = policy.obs_to_tensor(hand_made_batch(model, delays))
+    state = random_state(model, len(delays))
+    with torch.no_grad():
+        torch.manual_seed(4)
+        raw, _ = policy.act(obs_tensor, state, torch.zeros(3, dtype=torch.bool), deterministic=True)
+        latent = world_model.sample_latent(world_model.encode(obs_tensor["observation"], batch_dims=1), True)
+        pending = policy.encode_pending(obs_tensor["pending_actions"].reshape(3, 5, *model.action_space.shape))
+        # The definition: 8 sampled forecasts per env (rows repeated), the actor's policy averaged over them.
+        torch.manual_seed(4)
+        repeat = lambda x: x.repeat_interleave(8, dim=0)  # noqa: E731
+        ahead, ahead_state = forecast_state(
+            world_model, repeat(latent), {k: repeat(v) for k, v in state.items()}, repeat(pending),
+            repeat(torch.tensor(delays)),
+        )
+        assert ahead.view(3, 8, -1)[2].std(0).max() > 0, "5 sampled steps: the forecasts differ"
+        dist = actor.distribution(world_model.features(ahead, ahead_state["readout"]))
+        plain = actor.distribution(world_model.features(latent, state["readout"]))
+        if actor.discrete:
+            expected = dist.probs.view(3, 8, -1).mean(1).argmax(-1)
+            assert torch.equal(raw, expected)
+            mean_probs = dist.probs.view(3, 8, -1).mean(1)
+            assert (mean_probs.max(-1).values < 1.0).all() and mean_probs[2].std() > 0
+            assert raw[0] == plain.probs[0].argmax(), "delay 0: the plain greedy action"
+        else:
+            expected = dist.mean.view(3, 8, -1).mean(1).clamp(-1, 1)
+            assert torch.allclose(raw, expected, atol=1e-6)
+            assert dist.mean.view(3, 8, -1)[2].std(0).max() > 0, "the actor's means differ between forecasts"
+            assert torch.allclose(raw[0], plain.mean[0].clamp(-1, 1), atol=1e-6), "delay 0: the plain greedy action"
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "8"])
+def test_forecast_samples_must_be_a_non_negative_integer(bad):
+    with pytest.raises(ValueError, match="forecast_samples must be an integer >= 0, got " + re.escape(repr(bad))):
+        PWM("MultiInputPolicy", delayed(), policy_kwargs={**FAST["policy_kwargs"], "forecast_samples": bad},
+            **{key: value for key, value in FAST.items() if key != "policy_kwargs"})
+
+
+def test_forecast_samples_survive_save_and_load(tmp_path):
+    model = PWM("MultiInputPolicy", delayed(), policy_kwargs={**FAST["policy_kwargs"], "forecast_samples": 3},
+                **{key: value for key, value in FAST.items() if key != "policy_kwargs"})
+    model.save(tmp_path / "model")
+    assert PWM.load(tmp_path / "model", device="cpu").policy.forecast_samples == 3
 
 
 def test_with_delay_zero_forecast_mode_acts_and_learns_exactly_as_plain_pwm():
