@@ -12,6 +12,7 @@ its own delay, batched), and search from that forecast root with a fresh value-p
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -62,7 +63,8 @@ class DelayedEZPolicy(BasePolicy):
     :param forward_model: roll the dynamics through the pending actions before searching
     :param normalize_images: divide uint8 images by 255
     :param optimizer_class: the optimizer (EfficientZero: SGD)
-    :param optimizer_kwargs: its keywords (default for SGD: momentum 0.9, weight decay 1e-4)
+    :param optimizer_kwargs: its keywords (default for SGD: momentum 0.9, weight decay 1e-4); an optimizer
+        that takes ``foreach`` gets ``foreach=True`` unless ``foreach`` or ``fused`` is given
     :param seed: seed of the search's random generator (noise, tie-breaks, sampled actions)
     """
 
@@ -107,9 +109,10 @@ class DelayedEZPolicy(BasePolicy):
         self.target_network.eval()
         self.mcts = MCTS(self.num_actions, self.search_config)
         self.search_rng = np.random.default_rng(seed)
-        self.optimizer = self.optimizer_class(
-            self.network.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
+        options = dict(self.optimizer_kwargs)
+        if "foreach" in inspect.signature(self.optimizer_class).parameters and not {"foreach", "fused"} & set(options):
+            options["foreach"] = True  # torch's default on a CPU is the per-parameter loop: same update, slower
+        self.optimizer = self.optimizer_class(self.network.parameters(), lr=lr_schedule(1), **options)
 
     def _check_observation_space(self, observation_space: spaces.Space) -> None:
         """Subclasses restrict which observation spaces they accept."""
