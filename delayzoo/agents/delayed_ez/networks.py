@@ -342,7 +342,8 @@ class EfficientZeroNetwork(nn.Module):
         one_hot = F.one_hot(action, self.num_actions).to(latent.dtype)
         x = self.dyn_mlp(torch.cat([latent, one_hot], dim=1))
         norm = self.dyn_norm
-        return self._normalize(F.relu(F.layer_norm(x + latent, norm.normalized_shape, norm.weight, norm.bias, norm.eps)))
+        x = F.layer_norm(x + latent, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+        return self._normalize(F.relu(x))
 
     def dynamics(
         self, latent: torch.Tensor, action: torch.Tensor, lstm_state: LSTMState
@@ -354,13 +355,13 @@ class EfficientZeroNetwork(nn.Module):
         """
         next_latent = self.transition(latent, action)
         reward_features = self.reward_reduce(next_latent).flatten(1) if self.image else next_latent
-        lstm = self.lstm  # one step of nn.LSTM, calling its kernel without the module's per-call checks
-        weights = [lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0]
-        out, next_h, next_c = torch.lstm(
-            reward_features.unsqueeze(0), lstm_state, weights, True, 1, 0.0, lstm.training, False, False
+        lstm = self.lstm  # one step of nn.LSTM, by the LSTM-cell kernel (a sequence kernel costs more for one step)
+        next_h, next_c = torch.lstm_cell(
+            reward_features, (lstm_state[0][0], lstm_state[1][0]),
+            lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0,
         )
-        value_prefix_logits = self.value_prefix_head(F.relu(self.value_prefix_bn(out.squeeze(0))))
-        return next_latent, (next_h, next_c), value_prefix_logits
+        value_prefix_logits = self.value_prefix_head(F.relu(self.value_prefix_bn(next_h)))
+        return next_latent, (next_h.unsqueeze(0), next_c.unsqueeze(0)), value_prefix_logits
 
     def prediction(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """f: latent -> ``(value_logits, policy_logits)``."""
