@@ -154,7 +154,7 @@ class DelayedEZPolicy(BasePolicy):
             return obs["observation"], None, None
         return obs, None, None
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def act(
         self,
         obs: PyTorchObs,
