@@ -52,6 +52,13 @@ def _observation_space(space: spaces.Space) -> spaces.Box:
     return space
 
 
+def _set_mode(network: torch.nn.Module, training: bool) -> None:
+    """``network.train(training)``, skipped when the network is in that mode already (the walk over every
+    submodule costs about as much as a small forward pass, and the mode changes several times per env step)."""
+    if network.training != training:
+        network.train(training)
+
+
 class DelayedEZPolicy(BasePolicy):
     """EfficientZero networks (online and target) and the search used to act.
 
@@ -130,8 +137,8 @@ class DelayedEZPolicy(BasePolicy):
 
     def set_training_mode(self, mode: bool) -> None:
         """Train or eval mode for the online network; the target network always stays in eval mode."""
-        self.network.train(mode)
-        self.target_network.eval()
+        _set_mode(self.network, mode)
+        _set_mode(self.target_network, False)
         self.training = mode
 
     def reseed(self, seed: int | None) -> None:
@@ -174,7 +181,7 @@ class DelayedEZPolicy(BasePolicy):
         """
         rng = self.search_rng if rng is None else rng
         was_training = self.network.training
-        self.network.eval()
+        _set_mode(self.network, False)
         try:
             observation, pending, delay = self.split_observation(obs)
             root = self.network.initial_inference(observation)
@@ -186,7 +193,7 @@ class DelayedEZPolicy(BasePolicy):
                 offsets = delay.long().cpu()
             result = self.mcts.search(self.network, latent, logits, rng, add_noise)
         finally:
-            self.network.train(was_training)
+            _set_mode(self.network, was_training)
         visits = result.visits
         if deterministic:
             actions = np.argmax(visits, axis=1)
