@@ -79,9 +79,9 @@ class BatchNorm1d(nn.BatchNorm1d):
 class MLP(nn.Sequential):
     """Linear + BatchNorm + ReLU per hidden layer, then a linear output (see :func:`_mlp`).
 
-    The layers are applied without a module call each (``F.linear``, ``torch.relu``): the same
-    computation as ``nn.Sequential``, at a fraction of its overhead for these small layers (hooks
-    registered on the layers themselves are therefore not called).
+    The layers are applied without a module call each (``F.linear``, ``torch.relu``, the batch norm's
+    ``forward``): the same computation as ``nn.Sequential``, at a fraction of its overhead for these
+    small layers (hooks registered on the layers themselves are therefore not called).
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -91,7 +91,7 @@ class MLP(nn.Sequential):
             elif isinstance(layer, nn.ReLU):
                 x = torch.relu(x)
             else:
-                x = layer(x)
+                x = layer.forward(x)
         return x
 
 
