@@ -8,6 +8,9 @@ acting (the batched search of all envs), reanalysis (value bootstrap and policy 
 target network, in the prefetch thread when it runs there), targets (replay sampling and target arrays)
 and update (the rest of ``train``: the unrolled loss, backward, optimiser, priorities).
 
+``--no-prefetch`` turns off the background computation of the next round's targets (``prefetch=False``), to
+see how much of the reanalysis the prefetch thread hides from the wall time.
+
 ``--before DIR`` also measures another copy of delayzoo (e.g. ``git archive <commit> delayzoo | tar -x -C
 DIR``, with the compiled tree copied in): the two are run alternately, ``--repeats`` times each, in
 fresh processes, and the medians are printed side by side. Example::
@@ -31,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 PARTS = ("acting", "reanalysis", "targets", "update")
 
 
-def _child(steps: int, seed: int) -> dict[str, float]:
+def _child(steps: int, seed: int, prefetch: bool) -> dict[str, float]:
     import gymnasium as gym
     import torch
     import yaml
@@ -51,7 +54,7 @@ def _child(steps: int, seed: int) -> dict[str, float]:
         return PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(5, p=0.2)))
 
     env = DummyVecEnv([make for _ in range(n_envs)])
-    model = DelayedEZ("MultiInputPolicy", env, seed=seed, device="cpu", **entry)
+    model = DelayedEZ("MultiInputPolicy", env, seed=seed, device="cpu", prefetch=prefetch, **entry)
     spent = dict.fromkeys(PARTS, 0.0)
     inside_train = dict.fromkeys(PARTS, 0.0)  # CPU of the training thread, taken out of "update"
     main = threading.main_thread()
@@ -90,11 +93,11 @@ def _child(steps: int, seed: int) -> dict[str, float]:
     }
 
 
-def _run(code: Path, steps: int, seed: int) -> dict[str, float]:
+def _run(code: Path, steps: int, seed: int, prefetch: bool) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", "--steps", str(steps), "--seed", str(seed)]
     out = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", "--steps", str(steps), "--seed", str(seed)],
-        env=env, capture_output=True, text=True, check=True, cwd=code,
+        command + ([] if prefetch else ["--no-prefetch"]), env=env, capture_output=True, text=True, check=True, cwd=code
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -105,20 +108,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per code version (medians are printed)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--before", type=Path, help="another delayzoo copy to measure alternately (the 'before')")
+    parser.add_argument("--no-prefetch", action="store_true", help="prefetch=False: targets computed in the update")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_child(args.steps, args.seed)))
+        print(json.dumps(_child(args.steps, args.seed, not args.no_prefetch)))
         return
     versions = {"after": REPO} if args.before is None else {"before": args.before, "after": REPO}
     results: dict[str, list[dict[str, float]]] = {name: [] for name in versions}
     for repeat in range(args.repeats):
         for name, code in versions.items():
-            results[name].append(_run(code, args.steps, args.seed + repeat))
+            results[name].append(_run(code, args.steps, args.seed + repeat, not args.no_prefetch))
             print(f"# {name} run {repeat}: {results[name][-1]}", flush=True)
     load = os.getloadavg()
     print(f"CartPole-v1 zoo settings, 8 envs, delayed preset, {args.steps} timed env steps, 1 torch thread, "
-          f"medians of {args.repeats} alternating runs; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+          f"prefetch {'off' if args.no_prefetch else 'on'}, medians of {args.repeats} alternating runs; "
+          f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     keys = ["steps_per_cpu_s", "steps_per_wall_s", "cpu_s", "wall_s"] + [f"{part}_ms" for part in PARTS]
     print(f"{'':22}" + "".join(f"{name:>12}" for name in results))
     for key in keys:

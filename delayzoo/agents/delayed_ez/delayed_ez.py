@@ -752,9 +752,10 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 if self._prefetched is not None:
                     self._prefetched.wait()  # its targets come from the target network before the refresh
                 self.policy.refresh_target()
-            logs["loss"].append(loss.item())
-            for name in ("value", "value_prefix", "policy", "consistency"):
-                logs[f"{name}_loss"].append(getattr(losses, name).mean().item())
+            names = ("value", "value_prefix", "policy", "consistency")
+            logged = torch.stack([loss.detach(), *(getattr(losses, name).detach().mean() for name in names)])
+            for name, value in zip(("loss", *(f"{name}_loss" for name in names)), logged.tolist()):
+                logs[name].append(value)  # one device-to-host transfer for the five numbers
         self.policy.set_training_mode(False)
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         self.logger.record("train/learning_rate", optimizer.param_groups[0]["lr"])

@@ -71,7 +71,7 @@ class MCTS:
         self.config = SearchConfig() if config is None else config
         self.tree = delayzoo.ctree if tree is None else tree
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def search(
         self,
         network: EfficientZeroNetwork,
@@ -81,6 +81,8 @@ class MCTS:
         add_noise: bool,
     ) -> SearchOutput:
         """Search from ``B`` root latents (their value-prefix LSTM starts from zeros).
+
+        Runs under ``torch.inference_mode`` (only numpy arrays leave it).
 
         :param network: the model (in eval mode)
         :param root_latent: ``(B, *latent_shape)``
@@ -102,16 +104,14 @@ class MCTS:
         roots.prepare(np.zeros(batch), root_logits, noise, config.exploration_fraction)
         minmax = tree.MinMaxStatsList(batch)
         results = tree.SearchResults(batch)
-        # latents and LSTM states by (simulation index, root); simulation s writes row s for every root
-        latents = root_latent.new_empty((simulations + 1, *root_latent.shape))
-        latents[0] = root_latent
+        # latents and LSTM states of node (simulation s, root b) in row s * B + b; simulation s writes rows s * B..
+        latents = root_latent.new_empty(((simulations + 1) * batch, *root_latent.shape[1:]))
+        latents[:batch] = root_latent
         h0, _ = network.initial_lstm_state(batch)
-        hidden = h0.new_zeros((simulations + 1, batch, h0.shape[-1]))
+        hidden = h0.new_zeros(((simulations + 1) * batch, h0.shape[-1]))
         cell = torch.zeros_like(hidden)
-        finite = torch.ones((), dtype=torch.bool, device=device)
         depth = np.zeros((simulations + 1, batch), dtype=np.int64)
         columns = np.arange(batch)
-        columns_t = torch.arange(batch, device=device)
         for sim in range(1, simulations + 1):
             parent, _, action = tree.batch_traverse(
                 roots, config.pb_c_init, config.pb_c_base, config.discount, minmax, results
@@ -119,31 +119,37 @@ class MCTS:
             parent = np.asarray(parent, dtype=np.int64)
             depth[sim] = depth[parent, columns] + 1
             is_reset = depth[sim] % config.lstm_horizon == 0
-            moves = torch.from_numpy(np.stack([parent, np.asarray(action, dtype=np.int64), is_reset])).to(device)
-            parent_t, action_t, reset_t = moves[0], moves[1], moves[2].bool().view(-1, 1)
-            state: LSTMState = (hidden[parent_t, columns_t].unsqueeze(0), cell[parent_t, columns_t].unsqueeze(0))
-            out = network.recurrent_inference(latents[parent_t, columns_t], state, action_t)
-            latents[sim] = out.latent
-            finite &= torch.isfinite(out.latent).all()
-            hidden[sim] = out.lstm_state[0].squeeze(0).masked_fill(reset_t, 0.0)
-            cell[sim] = out.lstm_state[1].squeeze(0).masked_fill(reset_t, 0.0)
+            moves = torch.from_numpy(np.stack([parent * batch + columns, np.asarray(action, dtype=np.int64), is_reset]))
+            moves = moves.to(device)
+            rows, action_t = moves[0], moves[1]
+            state: LSTMState = (hidden.index_select(0, rows).unsqueeze(0), cell.index_select(0, rows).unsqueeze(0))
+            out = network.recurrent_inference(latents.index_select(0, rows), state, action_t)
+            new_rows = slice(sim * batch, (sim + 1) * batch)
+            latents[new_rows] = out.latent
+            next_hidden, next_cell = out.lstm_state[0][0], out.lstm_state[1][0]
+            if is_reset.any():
+                reset_t = moves[2].bool().view(-1, 1)
+                next_hidden, next_cell = next_hidden.masked_fill(reset_t, 0.0), next_cell.masked_fill(reset_t, 0.0)
+            hidden[new_rows] = next_hidden
+            cell[new_rows] = next_cell
+            # one device-to-host copy: value prefixes, values, policy logits
             host = torch.cat(
                 [
-                    network.to_scalar(out.value_prefix_logits).view(-1, 1),
-                    network.to_scalar(out.value_logits).view(-1, 1),
-                    out.policy_logits.float(),
-                ],
-                dim=1,
+                    network.to_scalar(out.value_prefix_logits).view(-1),
+                    network.to_scalar(out.value_logits).view(-1),
+                    out.policy_logits.float().view(-1),
+                ]
             ).double().cpu().numpy()
             try:
                 tree.batch_backpropagate(
-                    sim, config.discount, host[:, 0], host[:, 1], host[:, 2:], minmax, results, is_reset
+                    sim, config.discount, host[:batch], host[batch : 2 * batch],
+                    host[2 * batch :].reshape(batch, -1), minmax, results, is_reset,
                 )
             except ValueError as error:
                 raise ValueError(
                     f"non-finite value, value prefix or policy logits from the model at simulation {sim} ({error}); "
                     "the network has diverged (lower the learning rate or check the rewards)"
                 ) from error
-        if not bool(finite):
+        if not bool(torch.isfinite(latents).all()):
             raise ValueError("non-finite latents from the model's dynamics during the search; the network has diverged")
         return SearchOutput(np.asarray(roots.distributions()), np.asarray(roots.values()))

@@ -12,6 +12,7 @@ its own delay, batched), and search from that forecast root with a fresh value-p
 from __future__ import annotations
 
 import copy
+import inspect
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -51,6 +52,13 @@ def _observation_space(space: spaces.Space) -> spaces.Box:
     return space
 
 
+def _set_mode(network: torch.nn.Module, training: bool) -> None:
+    """``network.train(training)``, skipped when the network is in that mode already (the walk over every
+    submodule costs about as much as a small forward pass, and the mode changes several times per env step)."""
+    if network.training != training:
+        network.train(training)
+
+
 class DelayedEZPolicy(BasePolicy):
     """EfficientZero networks (online and target) and the search used to act.
 
@@ -62,7 +70,8 @@ class DelayedEZPolicy(BasePolicy):
     :param forward_model: roll the dynamics through the pending actions before searching
     :param normalize_images: divide uint8 images by 255
     :param optimizer_class: the optimizer (EfficientZero: SGD)
-    :param optimizer_kwargs: its keywords (default for SGD: momentum 0.9, weight decay 1e-4)
+    :param optimizer_kwargs: its keywords (default for SGD: momentum 0.9, weight decay 1e-4); an optimizer
+        that takes ``foreach`` gets ``foreach=True`` unless ``foreach`` or ``fused`` is given
     :param seed: seed of the search's random generator (noise, tie-breaks, sampled actions)
     """
 
@@ -107,9 +116,10 @@ class DelayedEZPolicy(BasePolicy):
         self.target_network.eval()
         self.mcts = MCTS(self.num_actions, self.search_config)
         self.search_rng = np.random.default_rng(seed)
-        self.optimizer = self.optimizer_class(
-            self.network.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
-        )
+        options = dict(self.optimizer_kwargs)
+        if "foreach" in inspect.signature(self.optimizer_class).parameters and not {"foreach", "fused"} & set(options):
+            options["foreach"] = True  # torch's default on a CPU is the per-parameter loop: same update, slower
+        self.optimizer = self.optimizer_class(self.network.parameters(), lr=lr_schedule(1), **options)
 
     def _check_observation_space(self, observation_space: spaces.Space) -> None:
         """Subclasses restrict which observation spaces they accept."""
@@ -127,8 +137,8 @@ class DelayedEZPolicy(BasePolicy):
 
     def set_training_mode(self, mode: bool) -> None:
         """Train or eval mode for the online network; the target network always stays in eval mode."""
-        self.network.train(mode)
-        self.target_network.eval()
+        _set_mode(self.network, mode)
+        _set_mode(self.target_network, False)
         self.training = mode
 
     def reseed(self, seed: int | None) -> None:
@@ -151,7 +161,7 @@ class DelayedEZPolicy(BasePolicy):
             return obs["observation"], None, None
         return obs, None, None
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def act(
         self,
         obs: PyTorchObs,
@@ -171,7 +181,7 @@ class DelayedEZPolicy(BasePolicy):
         """
         rng = self.search_rng if rng is None else rng
         was_training = self.network.training
-        self.network.eval()
+        _set_mode(self.network, False)
         try:
             observation, pending, delay = self.split_observation(obs)
             root = self.network.initial_inference(observation)
@@ -183,7 +193,7 @@ class DelayedEZPolicy(BasePolicy):
                 offsets = delay.long().cpu()
             result = self.mcts.search(self.network, latent, logits, rng, add_noise)
         finally:
-            self.network.train(was_training)
+            _set_mode(self.network, was_training)
         visits = result.visits
         if deterministic:
             actions = np.argmax(visits, axis=1)

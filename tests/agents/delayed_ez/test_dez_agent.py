@@ -306,3 +306,17 @@ def test_saved_replay_buffer_keeps_the_running_episodes_and_loading_checks_the_s
     images = _agent("CnnPolicy", toy("image"), tiny_conv)
     with pytest.raises(ValueError, match=r"shape \(4,\), the model takes \(3, 12, 12\)"):
         images.load_replay_buffer(tmp_path / "buffer.npz")
+
+
+@pytest.mark.parametrize(
+    "optimizer_class, optimizer_kwargs, foreach",
+    [(torch.optim.SGD, None, True), (torch.optim.Adam, dict(weight_decay=1e-4), True),
+     (torch.optim.Adam, dict(foreach=False), False), (torch.optim.Adam, dict(fused=True), None)],
+)
+def test_optimiser_updates_all_parameters_at_once_unless_told_otherwise(
+    tiny_mlp, toy, optimizer_class, optimizer_kwargs, foreach
+):
+    policy_kwargs = dict(net_kwargs=tiny_mlp, optimizer_class=optimizer_class, optimizer_kwargs=optimizer_kwargs)
+    model = DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=policy_kwargs, **FAST)
+    assert model.policy.optimizer.defaults["foreach"] is foreach
+    assert model.policy.optimizer_kwargs == (optimizer_kwargs or {"momentum": 0.9, "weight_decay": 1e-4})

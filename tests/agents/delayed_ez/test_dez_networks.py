@@ -1,5 +1,8 @@
+import copy
+
 import pytest
 import torch
+from plain_reference import plain_mlp, plain_recurrent_inference
 
 from delayzoo.agents.common.transforms import h_inverse, h_transform, integer_support, two_hot
 from delayzoo.agents.delayed_ez.networks import BatchNorm1d, build_network
@@ -92,3 +95,35 @@ def test_bad_network_options_are_refused(tiny_mlp):
         build_network((4,), 2, True)
     with pytest.raises(ValueError, match="num_actions"):
         build_network((4,), 0, False, **tiny_mlp)
+
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_lean_layers_compute_exactly_what_the_plain_modules_compute(tiny_mlp, training):
+    torch.manual_seed(0)
+    net = build_network((4,), 3, False, **tiny_mlp)
+    with torch.no_grad():
+        for parameter in net.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.3)
+        for module in net.modules():
+            if isinstance(module, torch.nn.BatchNorm1d):
+                module.running_mean.normal_(0.0, 0.3)
+                module.running_var.uniform_(0.5, 2.0)
+    twin = copy.deepcopy(net)
+    net.train(training)
+    twin.train(training)
+    latent, action = torch.rand(16, tiny_mlp["latent_dim"]), torch.randint(0, 3, (16,))
+    state = (torch.randn(1, 16, tiny_mlp["lstm_hidden_size"]), torch.randn(1, 16, tiny_mlp["lstm_hidden_size"]))
+    lean = net.recurrent_inference(latent, state, action)
+    plain = plain_recurrent_inference(twin, latent, state, action)
+    for ours, reference in zip(
+        (lean.latent, *lean.lstm_state, lean.value_prefix_logits, lean.value_logits, lean.policy_logits),
+        (plain.latent, *plain.lstm_state, plain.value_prefix_logits, plain.value_logits, plain.policy_logits),
+    ):
+        assert torch.equal(ours, reference)
+    projected = net.project(lean.latent)
+    assert torch.equal(projected, plain_mlp(twin.projection_head, plain_mlp(twin.projection, plain.latent)))
+    for (name, ours), (_, reference) in zip(net.state_dict().items(), twin.state_dict().items()):
+        assert torch.equal(ours, reference), name  # the same running statistics in training mode
+    if training:
+        assert net.dyn_mlp[1].num_batches_tracked.item() == 1
