@@ -155,6 +155,10 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
       paper's; ``replay_actions="executed"`` gives it the executed ones (a stronger baseline);
     - rewards are clipped for learning only when ``clip_reward`` is set (the Atari entry of the zoo sets
       it, as EZ does); scores in the logs are always the env's;
+    - the consistency targets of all ``K`` unroll steps are encoded in one call on ``B x K``
+      observations (EZ: one call per step on ``B``), so in training mode their BatchNorm statistics
+      are taken over the ``K`` steps together and the running statistics move once per update instead
+      of ``K`` times (one call: fewer, larger ops; not yet measured against the per-step form);
     - the search from the forecast root starts with a fresh value-prefix LSTM state (the reference
       carries over the state of the forecast roll, which was never trained to start mid-sequence);
     - under delay, each env draws its own delay path and its initial queue holds ``init_action``
