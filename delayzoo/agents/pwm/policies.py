@@ -246,7 +246,7 @@ class PWMPolicy(BasePolicy):
         ``forecast_samples``)."""
         actor = self.actor_critic.actor
         samples = self.forecast_samples if deterministic else 1
-        if samples <= 1:
+        if samples <= 1 or not bool(delays.any()):  # nothing to sample: no env has a pending step
             ahead, ahead_state = forecast_state(
                 self.world_model, latent, state, pending, delays, deterministic=deterministic and samples == 0
             )

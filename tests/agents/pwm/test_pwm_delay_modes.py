@@ -48,6 +48,12 @@ def hand_made_batch(model, delays, seed=0):
     return obs
 
 
+def with_forecast_samples(samples, env):
+    """A fast forecast-mode PWM with ``forecast_samples=samples``."""
+    policy_kwargs = {**FAST["policy_kwargs"], "forecast_samples": samples}
+    return PWM("MultiInputPolicy", env, **{**FAST, "policy_kwargs": policy_kwargs})
+
+
 def random_state(model, batch, seed=0):
     generator = torch.Generator().manual_seed(seed)
     return {
@@ -94,8 +100,7 @@ def test_forecast_equals_a_step_by_step_prior_rollout_through_each_envs_pending_
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_deterministic_forecast_acts_on_the_policy_averaged_over_sampled_forecasts(env_id):
-    model = PWM("MultiInputPolicy", delayed(env_id), policy_kwargs={**FAST["policy_kwargs"], "forecast_samples": 8},
-                **{key: value for key, value in FAST.items() if key != "policy_kwargs"})
+    model = with_forecast_samples(8, delayed(env_id))
     policy, world_model, actor = model.policy, model.policy.world_model, model.policy.actor_critic.actor
     policy.set_training_mode(False)
     with torch.no_grad():  # an actor that is not uniform (its read-out starts at zero)
@@ -136,13 +141,11 @@ def test_deterministic_forecast_acts_on_the_policy_averaged_over_sampled_forecas
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "8"])
 def test_forecast_samples_must_be_a_non_negative_integer(bad):
     with pytest.raises(ValueError, match="forecast_samples must be an integer >= 0, got " + re.escape(repr(bad))):
-        PWM("MultiInputPolicy", delayed(), policy_kwargs={**FAST["policy_kwargs"], "forecast_samples": bad},
-            **{key: value for key, value in FAST.items() if key != "policy_kwargs"})
+        with_forecast_samples(bad, delayed())
 
 
 def test_forecast_samples_survive_save_and_load(tmp_path):
-    model = PWM("MultiInputPolicy", delayed(), policy_kwargs={**FAST["policy_kwargs"], "forecast_samples": 3},
-                **{key: value for key, value in FAST.items() if key != "policy_kwargs"})
+    model = with_forecast_samples(3, delayed())
     model.save(tmp_path / "model")
     assert PWM.load(tmp_path / "model", device="cpu").policy.forecast_samples == 3
 
