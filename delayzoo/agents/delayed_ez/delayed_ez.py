@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import numbers
 import pathlib
-import threading
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
@@ -44,7 +43,15 @@ from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.delayed_ez.config import SearchConfig, TargetConfig
 from delayzoo.agents.delayed_ez.losses import LossCoefficients, random_intensity, random_shift, unroll_losses
 from delayzoo.agents.delayed_ez.policies import CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
-from delayzoo.agents.delayed_ez.replay import GameWriter, PrioritizedGameBuffer, ReplayBatch, stack_frames
+from delayzoo.agents.delayed_ez.reanalysis import (
+    ProcessPrefetch,
+    ReanalysisWorker,
+    Targets,
+    ThreadPrefetch,
+    batch_stacks,
+    compute_targets,
+)
+from delayzoo.agents.delayed_ez.replay import GameWriter, PrioritizedGameBuffer, ReplayBatch
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation
 from delayzoo.wrappers.atari import FrameStack
 
@@ -53,8 +60,6 @@ __all__ = ["DelayedEZ"]
 SelfDelayedEZ = TypeVar("SelfDelayedEZ", bound="DelayedEZ")
 
 REPLAY_ACTIONS = ("executed", "decided")
-CPU_REANALYSIS_CHUNK = 1024
-"""Roots per reanalysis search on CPU (the per-root cost stops falling above about 1000 roots)."""
 
 
 def _check_hyperparameters(values: dict[str, Any]) -> None:
@@ -88,35 +93,6 @@ def _check_clip_reward(value: Any) -> bool | float:
     if not value >= 0:
         raise ValueError(f"clip_reward must be a bool or a non-negative number, got {value!r}")
     return float(value)
-
-
-class _Prefetch:
-    """The next round's batches and a thread computing their targets (:meth:`DelayedEZ._targets`)."""
-
-    def __init__(self, batches: list[ReplayBatch], compute) -> None:
-        self.batches = batches
-        self.targets: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(compute,), daemon=True)
-        self._thread.start()
-
-    def _run(self, compute) -> None:
-        try:
-            self.targets = compute(self.batches)
-        except BaseException as error:  # re-raised in the training thread by result()
-            self.error = error
-
-    def wait(self) -> None:
-        """Block until the targets are computed."""
-        self._thread.join()
-
-    def result(self) -> tuple[list[ReplayBatch], list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]]:
-        """The batches and their targets (re-raises an error of the thread)."""
-        self.wait()
-        if self.error is not None:
-            raise self.error
-        assert self.targets is not None
-        return self.batches, self.targets
 
 
 class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
@@ -217,8 +193,12 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     :param reanalysis_chunk: roots per reanalysis search; ``None``: all roots of a round in one search on
         a GPU, 1024 per search on a CPU
     :param prefetch: sample the next round's batches at the end of each round and compute their value and
-        policy targets in a background thread while this round's updates run (the tree and torch release
-        the GIL); those batches then miss this round's priority updates and the env steps in between
+        policy targets while this round's updates run; those batches then miss this round's priority
+        updates and the env steps in between. ``True``: in a background thread (the tree and torch release
+        the GIL, but at small network sizes the two threads mostly take turns); ``"process"`` (CPU only):
+        in a worker process (one torch thread) with its own copy of the target network, which overlaps
+        for real on a multi-core CPU at the cost of one more process; ``False``: in the update. The
+        thread and the process give the same training (the same targets from the same random stream).
     :param policy_kwargs: keywords of the policy (``net_kwargs`` for the network sizes, the optimizer)
     :param stats_window_size: episodes averaged in the logs
     :param tensorboard_log: tensorboard log folder
@@ -277,7 +257,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         augment: bool = True,
         visit_temperature: float | None = None,
         reanalysis_chunk: int | None = None,
-        prefetch: bool = True,
+        prefetch: bool | str = True,
         policy_kwargs: dict[str, Any] | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -346,8 +326,17 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         self.augment = augment
         self.visit_temperature = visit_temperature
         self.reanalysis_chunk = reanalysis_chunk
-        self.prefetch = prefetch
-        self._prefetched: _Prefetch | None = None
+        if not isinstance(prefetch, (bool, np.bool_)) and prefetch != "process":
+            raise ValueError(f"prefetch must be True, False or 'process', got {prefetch!r}")
+        if prefetch == "process" and self.device.type != "cpu":
+            raise ValueError(
+                f"prefetch='process' reanalyses in a CPU worker process, but the model is on {self.device}; "
+                "use prefetch=True there"
+            )
+        self.prefetch = prefetch if prefetch == "process" else bool(prefetch)
+        self._prefetched: ThreadPrefetch | ProcessPrefetch | None = None
+        self._worker: ReanalysisWorker | None = None
+        self._worker_stale = True
         self._writers: list[GameWriter] | None = None
         self._build_configs()
         if self.env is not None:
@@ -434,6 +423,13 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return ["policy", "policy.optimizer"], []
+
+    def set_parameters(
+        self, load_path_or_dict: Any, exact_match: bool = True, device: torch.device | str = "auto"
+    ) -> None:
+        """SB3's ``set_parameters``; a reanalysis worker gets the new target network with its next batches."""
+        super().set_parameters(load_path_or_dict, exact_match, device)
+        self._worker_stale = True
 
     # ----------------------------------------------------------------- replay buffer I/O
     def save_replay_buffer(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:
@@ -627,65 +623,27 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             rate *= self.lr_decay_rate ** ((self._n_updates - max(self.lr_warmup_steps, 0)) // self.lr_decay_steps)
         return rate
 
-    def _chunk(self, total: int) -> int:
-        if self.reanalysis_chunk is not None:
-            return self.reanalysis_chunk
-        return max(total, 1) if self.device.type != "cpu" else CPU_REANALYSIS_CHUNK
-
-    def _stacks(self, batch: ReplayBatch, offsets: np.ndarray) -> torch.Tensor:
-        frames = torch.as_tensor(batch.frames, device=self.device)
-        return stack_frames(frames, torch.as_tensor(offsets, device=self.device), self.frame_stack)
-
-    @torch.no_grad()
-    def _targets(self, batches: list[ReplayBatch]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """Value targets ``(B, K+1)``, policy targets ``(B, K+1, A)`` and policy masks ``(B, K+1)`` of a round.
-
-        Values bootstrap from the target network; the first ``reanalyze_ratio`` of each batch gets its
-        policy targets from a fresh search with the target network (Dirichlet noise at the roots): one
-        batched search over all the batches' roots, in chunks of :meth:`_chunk` roots.
-        """
-        target_net = self.policy.target_network
-        bootstrap_obs = [self._stacks(batch, batch.bootstrap_offset).flatten(0, 1) for batch in batches]
-        flat = torch.cat(bootstrap_obs)
-        chunk = self._chunk(len(flat))
-        bootstrap = torch.cat(
-            [
-                target_net.to_scalar(target_net.initial_inference(flat[i : i + chunk]).value_logits)
-                for i in range(0, len(flat), chunk)
-            ]
+    def _targets(self, batches: list[ReplayBatch]) -> list[Targets]:
+        """The round's targets, computed here (see :func:`~delayzoo.agents.delayed_ez.reanalysis.compute_targets`)."""
+        return compute_targets(
+            self.policy.target_network, self.policy.mcts, batches, self._rng, frame_stack=self.frame_stack,
+            reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk, device=self.device,
         )
-        out = []
-        roots, where = [], []
-        for index, batch in enumerate(batches):
-            size, width = batch.returns.shape
-            values = torch.as_tensor(batch.returns, device=self.device) + torch.as_tensor(
-                batch.bootstrap_discount, device=self.device
-            ) * bootstrap[index * size * width : (index + 1) * size * width].view(size, width)
-            policies = torch.as_tensor(batch.stored_policy, device=self.device)
-            mask = torch.as_tensor(batch.stored_policy_mask, device=self.device)
-            out.append((values, policies, mask))
-            num_reanalyzed = int(round(self.reanalyze_ratio * size))
-            rows, cols = np.nonzero(batch.policy_valid[:num_reanalyzed])
-            if len(rows):
-                roots.append(self._stacks(batch, batch.policy_offset)[torch.as_tensor(rows), torch.as_tensor(cols)])
-                where.append((index, rows, cols))
-        if roots:
-            root_obs = torch.cat(roots)
-            chunk = self._chunk(len(root_obs))
-            visits = []
-            for start in range(0, len(root_obs), chunk):
-                root = target_net.initial_inference(root_obs[start : start + chunk])
-                search = self.policy.mcts.search(target_net, root.latent, root.policy_logits, self._rng, True)
-                visits.append(torch.as_tensor(search.visits, dtype=torch.float32, device=self.device))
-            targets = torch.cat(visits)
-            targets = targets / targets.sum(dim=1, keepdim=True)
-            start = 0
-            for index, rows, cols in where:
-                _, policies, mask = out[index]
-                policies[rows, cols] = targets[start : start + len(rows)]
-                mask[rows, cols] = 1.0
-                start += len(rows)
-        return out
+
+    def _start_prefetch(self, batches: list[ReplayBatch]) -> ThreadPrefetch | ProcessPrefetch:
+        if self.prefetch != "process":
+            return ThreadPrefetch(batches, self._targets)
+        if self._worker is None:
+            settings = dict(
+                frame_stack=self.frame_stack, reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk
+            )
+            self._worker = ReanalysisWorker(self.policy.target_network, self.policy.mcts, settings)
+            self._worker_stale = True
+        weights = None
+        if self._worker_stale:
+            weights = {name: value.numpy() for name, value in self.policy.target_network.state_dict().items()}
+            self._worker_stale = False
+        return ProcessPrefetch(batches, self._worker, self._rng, weights, self.device)
 
     def train(self, gradient_steps: int, batch_size: int) -> None:
         """Run ``gradient_steps`` updates on batches sampled and reanalysed together (see the module docstring)."""
@@ -718,14 +676,14 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta)
                 for _ in range(gradient_steps)
             ]
-            self._prefetched = _Prefetch(upcoming, self._targets)
+            self._prefetched = self._start_prefetch(upcoming)
         logs: dict[str, list[float]] = defaultdict(list)
         unroll = self.num_unroll_steps
         for batch, (target_values, target_policies, policy_mask) in zip(batches, targets):
             lr = self._learning_rate_now()
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            stacks = self._stacks(batch, batch.policy_offset)
+            stacks = batch_stacks(batch, batch.policy_offset, self.frame_stack, self.device)
             obs, target_obs = stacks[:, 0], stacks[:, 1:]
             if self.augment and network.image:
                 obs = random_intensity(random_shift(obs, 4))
@@ -756,6 +714,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 if self._prefetched is not None:
                     self._prefetched.wait()  # its targets come from the target network before the refresh
                 self.policy.refresh_target()
+                self._worker_stale = True
             names = ("value", "value_prefix", "policy", "consistency")
             logged = torch.stack([loss.detach(), *(getattr(losses, name).detach().mean() for name in names)])
             for name, value in zip(("loss", *(f"{name}_loss" for name in names)), logged.tolist()):

@@ -1,0 +1,80 @@
+import gc
+
+import pytest
+import torch
+
+from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
+from delayzoo.agents.delayed_ez.reanalysis import ProcessPrefetch, ReanalysisWorker
+from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+
+# 48 updates per run, the last target refresh before the end (a stale worker would show after set_parameters)
+FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=10,
+            reanalyze_ratio=0.5, target_update_interval=5, gradient_steps=2, seed=0)
+
+
+def _trained(kind, tiny, toy, prefetch):
+    env = PendingActionsObservation(ExecutionDelay(toy(kind), RandomWalkDelay(3, p=0.3)))
+    model = DelayedEZ("MultiInputPolicy", env, policy_kwargs=dict(net_kwargs=tiny), prefetch=prefetch, **FAST)
+    model.learn(40)
+    return model
+
+
+@pytest.mark.parametrize("kind", ["vector", "image"])
+def test_reanalysis_in_a_worker_process_trains_exactly_like_the_prefetch_thread(kind, tiny_mlp, tiny_conv, toy):
+    tiny = tiny_mlp if kind == "vector" else tiny_conv
+    thread, process = (_trained(kind, tiny, toy, prefetch) for prefetch in (True, "process"))
+    assert thread._n_updates == process._n_updates == 2 * (40 - 16) > 3 * FAST["target_update_interval"]
+    assert process._prefetched is None  # nothing is left running after learn
+    for name, value in thread.policy.network.state_dict().items():
+        assert torch.equal(process.policy.network.state_dict()[name], value), name
+    assert process._rng.bit_generator.state == thread._rng.bit_generator.state
+    assert process._worker is not None and process._worker.cpu_seconds > 0
+    unprefetched = _trained(kind, tiny, toy, False)  # the test can tell runs apart: a different sampling order
+    assert not torch.equal(unprefetched.policy.network.state_dict()[name], value)
+
+
+def test_the_worker_gets_the_new_target_network_after_set_parameters(tiny_mlp, toy):
+    reference, model = (_trained("vector", tiny_mlp, toy, prefetch) for prefetch in (True, "process"))
+    weights = {name: value * 0.5 if value.is_floating_point() else value.clone()  # the target network too
+               for name, value in reference.get_parameters()["policy"].items()}
+    for each in (reference, model):
+        each.set_parameters({"policy": weights}, exact_match=False)
+        each.learn(12, reset_num_timesteps=False)
+    for name, value in reference.policy.network.state_dict().items():
+        assert torch.equal(model.policy.network.state_dict()[name], value), name
+
+
+class _FailingSearch:
+    def search(self, *args, **kwargs):
+        raise RuntimeError("search failed in the worker")
+
+
+def test_an_error_in_the_worker_is_raised_in_the_training_process_and_the_worker_stops_with_its_owner(tiny_mlp, toy):
+    model = _trained("vector", tiny_mlp, toy, False)
+    batches = [model.replay_buffer.sample(4, model.target_config, model._rng, 1.0)]
+    settings = dict(frame_stack=1, reanalyze_ratio=1.0, chunk=None)
+    worker = ReanalysisWorker(model.policy.target_network, _FailingSearch(), settings)
+    prefetch = ProcessPrefetch(batches, worker, model._rng, None, torch.device("cpu"))
+    with pytest.raises(RuntimeError, match="search failed in the worker"):
+        prefetch.result()
+    process = worker._process
+    assert process.is_alive()  # it reported the error and waits for the next batches
+    del worker, prefetch
+    gc.collect()
+    process.join(timeout=10)
+    assert not process.is_alive()
+
+
+def test_a_process_prefetch_model_saves_loads_and_keeps_its_mode(tmp_path, tiny_mlp, toy):
+    model = _trained("vector", tiny_mlp, toy, "process")
+    model.save(tmp_path / "model")
+    loaded = DelayedEZ.load(tmp_path / "model", env=model.env)
+    assert loaded.prefetch == "process" and loaded._worker is None  # started at its first update
+    loaded.learn(20)
+    assert loaded._worker is not None and loaded._n_updates == model._n_updates + 2 * (20 - 16)
+
+
+@pytest.mark.parametrize("value", ["thread", "proc", 1, None])
+def test_bad_prefetch_values_are_named(value, tiny_mlp, toy):
+    with pytest.raises(ValueError, match=f"prefetch must be True, False or 'process', got {value!r}"):
+        DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), prefetch=value)
