@@ -5,11 +5,13 @@ vector step) on the delayed preset (random-walk delay, max 5, p = 0.2, pending v
 After ``learning_starts`` steps (not timed) it times ``--steps`` more env steps and prints env steps per
 second of process CPU time and of wall time, and the main thread's CPU time per vector step split into
 acting (the batched search of all envs), reanalysis (value bootstrap and policy reanalysis with the
-target network, in the prefetch thread when it runs there), targets (replay sampling and target arrays)
+target network, in the prefetch thread or process when it runs there), targets (replay sampling and target arrays)
 and update (the rest of ``train``: the unrolled loss, backward, optimiser, priorities).
 
-``--no-prefetch`` turns off the background computation of the next round's targets (``prefetch=False``), to
-see how much of the reanalysis the prefetch thread hides from the wall time.
+``--prefetch`` chooses where the next round's targets are computed while a round trains: ``thread`` (the
+default, ``prefetch=True``), ``process`` (``prefetch="process"``: a worker process, whose CPU time is counted
+in the CPU figures) or ``off`` (``prefetch=False``, also ``--no-prefetch``: in the update, to see how much of
+the reanalysis the prefetch hides from the wall time). ``--before-prefetch`` sets it for the ``--before`` copy.
 
 ``--before DIR`` also measures another copy of delayzoo (e.g. ``git archive <commit> delayzoo | tar -x -C
 DIR``, with the compiled tree copied in): the two are run alternately, ``--repeats`` times each, in
@@ -34,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 PARTS = ("acting", "reanalysis", "targets", "update")
 
 
-def _child(steps: int, seed: int, prefetch: bool) -> dict[str, float]:
+def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float]:
     import gymnasium as gym
     import torch
     import yaml
@@ -54,7 +56,8 @@ def _child(steps: int, seed: int, prefetch: bool) -> dict[str, float]:
         return PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(5, p=0.2)))
 
     env = DummyVecEnv([make for _ in range(n_envs)])
-    model = DelayedEZ("MultiInputPolicy", env, seed=seed, device="cpu", prefetch=prefetch, **entry)
+    mode = {"thread": True, "off": False}.get(prefetch, prefetch)
+    model = DelayedEZ("MultiInputPolicy", env, seed=seed, device=device, prefetch=mode, **entry)
     spent = dict.fromkeys(PARTS, 0.0)
     inside_train = dict.fromkeys(PARTS, 0.0)  # CPU of the training thread, taken out of "update"
     main = threading.main_thread()
@@ -79,9 +82,14 @@ def _child(steps: int, seed: int, prefetch: bool) -> dict[str, float]:
     timed(model, "_targets", "reanalysis")
     timed(model.replay_buffer, "sample", "targets")
     timed(model, "train", "update")
+    worker_cpu = model._worker.cpu_seconds if model._worker is not None else 0.0
     cpu, wall = time.process_time(), time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    if model._worker is not None:  # prefetch="process": the worker's CPU time is reanalysis, and counts
+        worker_cpu = model._worker.cpu_seconds - worker_cpu
+        cpu += worker_cpu
+        spent["reanalysis"] += worker_cpu
     spent["update"] -= inside_train["reanalysis"] + inside_train["targets"]
     vector_steps = steps / n_envs
     return {
@@ -93,12 +101,12 @@ def _child(steps: int, seed: int, prefetch: bool) -> dict[str, float]:
     }
 
 
-def _run(code: Path, steps: int, seed: int, prefetch: bool) -> dict[str, float]:
+def _run(code: Path, steps: int, seed: int, prefetch: str, device: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     command = [sys.executable, str(Path(__file__).resolve()), "--child", "--steps", str(steps), "--seed", str(seed)]
-    out = subprocess.run(
-        command + ([] if prefetch else ["--no-prefetch"]), env=env, capture_output=True, text=True, check=True, cwd=code
-    )
+    command += ["--device", device] if device != "cpu" else []  # older copies (--before) lack the flag
+    command += {"thread": [], "off": ["--no-prefetch"]}.get(prefetch, ["--prefetch", prefetch])
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=code)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -108,21 +116,30 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per code version (medians are printed)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--before", type=Path, help="another delayzoo copy to measure alternately (the 'before')")
-    parser.add_argument("--no-prefetch", action="store_true", help="prefetch=False: targets computed in the update")
+    parser.add_argument("--prefetch", choices=["thread", "process", "off"], default="thread")
+    parser.add_argument("--no-prefetch", action="store_true", help="--prefetch off: targets computed in the update")
+    parser.add_argument("--before-prefetch", choices=["thread", "process", "off"], help="default: --prefetch")
+    parser.add_argument("--device", default="cpu", help="torch device of the model (the split is CPU time either way)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.no_prefetch:
+        args.prefetch = "off"
+    args.before_prefetch = args.before_prefetch or args.prefetch
     if args.child:
-        print(json.dumps(_child(args.steps, args.seed, not args.no_prefetch)))
+        print(json.dumps(_child(args.steps, args.seed, args.prefetch, args.device)))
         return
     versions = {"after": REPO} if args.before is None else {"before": args.before, "after": REPO}
     results: dict[str, list[dict[str, float]]] = {name: [] for name in versions}
     for repeat in range(args.repeats):
         for name, code in versions.items():
-            results[name].append(_run(code, args.steps, args.seed + repeat, not args.no_prefetch))
+            prefetch = args.before_prefetch if name == "before" else args.prefetch
+            results[name].append(_run(code, args.steps, args.seed + repeat, prefetch, args.device))
             print(f"# {name} run {repeat}: {results[name][-1]}", flush=True)
     load = os.getloadavg()
     print(f"CartPole-v1 zoo settings, 8 envs, delayed preset, {args.steps} timed env steps, 1 torch thread, "
-          f"prefetch {'off' if args.no_prefetch else 'on'}, medians of {args.repeats} alternating runs; "
+          f"device {args.device}, prefetch {args.before_prefetch + ' before, ' if args.before else ''}"
+          f"{args.prefetch}{' after' if args.before else ''}, "
+          f"medians of {args.repeats} alternating runs; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     keys = ["steps_per_cpu_s", "steps_per_wall_s", "cpu_s", "wall_s"] + [f"{part}_ms" for part in PARTS]
     print(f"{'':22}" + "".join(f"{name:>12}" for name in results))
