@@ -82,12 +82,14 @@ def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float
     timed(model, "_targets", "reanalysis")
     timed(model.replay_buffer, "sample", "targets")
     timed(model, "train", "update")
-    worker_cpu = model._worker.cpu_seconds if model._worker is not None else 0.0
+    worker = getattr(model, "_worker", None)  # older copies (--before) have none
+    worker_cpu = worker.cpu_seconds if worker is not None else 0.0
     cpu, wall = time.process_time(), time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    if model._worker is not None:  # prefetch="process": the worker's CPU time is reanalysis, and counts
-        worker_cpu = model._worker.cpu_seconds - worker_cpu
+    worker = getattr(model, "_worker", None)
+    if worker is not None:  # prefetch="process": the worker's CPU time is reanalysis, and counts
+        worker_cpu = worker.cpu_seconds - worker_cpu
         cpu += worker_cpu
         spent["reanalysis"] += worker_cpu
     spent["update"] -= inside_train["reanalysis"] + inside_train["targets"]
@@ -106,7 +108,9 @@ def _run(code: Path, steps: int, seed: int, prefetch: str, device: str) -> dict[
     command = [sys.executable, str(Path(__file__).resolve()), "--child", "--steps", str(steps), "--seed", str(seed)]
     command += ["--device", device] if device != "cpu" else []  # older copies (--before) lack the flag
     command += {"thread": [], "off": ["--no-prefetch"]}.get(prefetch, ["--prefetch", prefetch])
-    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True, cwd=code)
+    out = subprocess.run(command, env=env, capture_output=True, text=True, cwd=code)
+    if out.returncode:
+        raise SystemExit(f"{' '.join(command)} failed (PYTHONPATH={code}):\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -13,6 +13,7 @@ returns it advanced by the search's noise, so the random stream is the one of th
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import threading
 import time
 import weakref
@@ -147,6 +148,10 @@ class ThreadPrefetch:
 def _serve(connection, target_net: EfficientZeroNetwork, mcts: MCTS, settings: dict[str, Any]) -> None:
     """The worker's loop: ``(batches, rng state, weights or None)`` in, ``(targets, rng state, CPU s)`` out."""
     torch.set_num_threads(1)  # a forked child must not enter the parent's OpenMP pool (it can hang)
+    # the training process handles Ctrl-C (and then closes the pipe); a terminate ends the worker quietly,
+    # whatever handlers it inherited (the zoo saves the model on SIGTERM)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     device = torch.device("cpu")
     rng = np.random.default_rng()
     while True:

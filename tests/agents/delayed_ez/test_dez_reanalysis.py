@@ -1,4 +1,6 @@
 import gc
+import os
+import signal
 
 import pytest
 import torch
@@ -78,3 +80,14 @@ def test_a_process_prefetch_model_saves_loads_and_keeps_its_mode(tmp_path, tiny_
 def test_bad_prefetch_values_are_named(value, tiny_mlp, toy):
     with pytest.raises(ValueError, match=f"prefetch must be True, False or 'process', got {value!r}"):
         DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), prefetch=value)
+
+
+def test_the_worker_leaves_ctrl_c_to_the_training_process_and_ends_quietly_on_sigterm(tiny_mlp, toy):
+    model = _trained("vector", tiny_mlp, toy, "process")
+    process = model._worker._process
+    os.kill(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+    model.learn(4, reset_num_timesteps=False)  # the worker still answers
+    assert process.is_alive()
+    os.kill(process.pid, signal.SIGTERM)
+    process.join(timeout=10)
+    assert process.exitcode == -signal.SIGTERM  # no handler inherited from the parent ran
