@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import numbers
 import pathlib
+import time
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
@@ -40,6 +41,7 @@ from delayzoo.agents.common.checks import (
     warn_if_no_update,
 )
 from delayzoo.agents.common.plain_save import PlainSaveMixin
+from delayzoo.agents.common.run_time import report_first_update
 from delayzoo.agents.delayed_ez.config import SearchConfig, TargetConfig
 from delayzoo.agents.delayed_ez.losses import LossCoefficients, random_intensity, random_shift, unroll_losses
 from delayzoo.agents.delayed_ez.policies import CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
@@ -519,6 +521,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     ):
         result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
         warn_if_no_update(self.learning_starts, result[0])
+        self._projection_due = True
         if self._writers is None or reset_num_timesteps or len(self._writers) != self.n_envs:
             check_finite_step(self.num_timesteps, self._last_obs)
             num_actions = int(self.action_space.n)
@@ -646,9 +649,28 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         return ProcessPrefetch(batches, self._worker, self._rng, weights, self.device)
 
     def train(self, gradient_steps: int, batch_size: int) -> None:
-        """Run ``gradient_steps`` updates on batches sampled and reanalysed together (see the module docstring)."""
+        """Run ``gradient_steps`` updates on batches sampled and reanalysed together (see the module docstring).
+
+        The first round of each ``learn`` reports its time per update and the projected run time, and warns
+        before a long CPU run of a large network (:func:`~delayzoo.agents.common.run_time.report_first_update`).
+        """
         if len(self.replay_buffer) == 0:
             return
+        if getattr(self, "_projection_due", False):
+            self._projection_due = False
+            wall, cpu = time.perf_counter(), time.process_time()
+            self._train_round(gradient_steps, batch_size)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            report_first_update(
+                self, wall / gradient_steps, cpu / gradient_steps,
+                sum(p.numel() for p in self.policy.network.parameters()),
+                "DelayedEZ at EfficientZero's size is meant for a GPU; on a CPU use a smaller network "
+                "(policy_kwargs, e.g. the CartPole-v1 entry of hyperparams/delayed_ez.yml) or fewer steps",
+            )
+        else:
+            self._train_round(gradient_steps, batch_size)
+
+    def _train_round(self, gradient_steps: int, batch_size: int) -> None:
         self.policy.set_training_mode(True)
         network = self.policy.network
         optimizer = self.policy.optimizer

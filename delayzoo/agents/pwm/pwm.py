@@ -16,7 +16,7 @@ from gymnasium import spaces
 from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule, TrainFrequencyUnit
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
 from stable_baselines3.common.vec_env import VecEnv
 
 from delayzoo.agents.common.checks import (
@@ -28,6 +28,7 @@ from delayzoo.agents.common.checks import (
     warn_if_no_update,
 )
 from delayzoo.agents.common.plain_save import PlainSaveMixin
+from delayzoo.agents.common.run_time import report_first_update
 from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
 from delayzoo.agents.pwm.policies import _WRAP_HINT, PWMPolicy, resolve_delay_mode
 from delayzoo.agents.pwm.world_model import ObservationLayout
@@ -37,13 +38,6 @@ SelfPWM = TypeVar("SelfPWM", bound="PWM")
 
 LARGE_IMAGE_SIDE = 96
 """Images with a larger side get a warning: PWM's model and replay are sized for 64x64 frames."""
-
-LONG_RUN_SECONDS = 600.0
-"""A learn() call of a large model projected to take longer than this on a CPU warns after its first update."""
-
-LARGE_MODEL_PARAMETERS = 1_000_000
-"""World models from this size up count as large (the paper's has 14.6 M parameters; CartPole's entry 0.1 M)."""
-
 
 class PartClock:
     """Wall-clock and process CPU seconds of consecutive parts of an update (CUDA work synchronised).
@@ -387,35 +381,16 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         return result
 
     def _project_run_time(self) -> None:
-        """Once per ``learn``: the first update's seconds and the projected time of the remaining updates.
-
-        Printed with ``verbose >= 1``; a warning, whatever ``verbose``, for a large world model on a CPU when the
-        projection exceeds :data:`LONG_RUN_SECONDS` (a paper-size update takes seconds there, 100k of them weeks).
-        """
+        """Once per ``learn``: the first update's seconds and the projected run time (warns on a CPU for days)."""
         self._projection_due = False
-        wall = sum(part[0] for part in self.last_update_times.values())
-        cpu = sum(part[1] for part in self.last_update_times.values())
-        remaining_steps = max(self._total_timesteps - self.num_timesteps, 0)
-        threads = torch.get_num_threads()
-        message = f"PWM: one update took {wall:.2f} s ({cpu:.2f} s process CPU, {threads} torch threads)"
-        projected = None
-        if self.train_freq.unit == TrainFrequencyUnit.STEP and self.gradient_steps > 0:
-            updates = remaining_steps * self.gradient_steps / (self.train_freq.frequency * self.n_envs)
-            projected = updates * wall
-            message += (
-                f"; about {updates:,.0f} more for the requested {self._total_timesteps:,} steps: "
-                f"{_duration(projected)} at this rate"
-            )
-        self.logger.record("time/seconds_per_update", wall)
-        large = sum(p.numel() for p in self.policy.world_model.parameters()) >= LARGE_MODEL_PARAMETERS
-        if self.device.type == "cpu" and large and projected is not None and projected > LONG_RUN_SECONDS:
-            warnings.warn(
-                message + ". PWM at the paper's size is meant for a GPU; on a CPU use a smaller model "
-                "(policy_kwargs, e.g. the CartPole-v1 entry of hyperparams/pwm.yml) or fewer steps",
-                stacklevel=2,
-            )
-        elif self.verbose >= 1:
-            print(message)
+        report_first_update(
+            self,
+            sum(part[0] for part in self.last_update_times.values()),
+            sum(part[1] for part in self.last_update_times.values()),
+            sum(p.numel() for p in self.policy.world_model.parameters()),
+            "PWM at the paper's size is meant for a GPU; on a CPU use a smaller model (policy_kwargs, e.g. the "
+            "CartPole-v1 entry of hyperparams/pwm.yml) or fewer steps",
+        )
 
     def _sample_action(
         self, learning_starts: int, action_noise: ActionNoise | None = None, n_envs: int = 1
@@ -568,14 +543,3 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             "policy.actor_optimizer",
             "policy.critic_optimizer",
         ], []
-
-
-def _duration(seconds: float) -> str:
-    """``3.2 days``, ``5.0 h``, ``12 min`` or ``40 s``."""
-    if seconds >= 2 * 86400:
-        return f"{seconds / 86400:.1f} days"
-    if seconds >= 2 * 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 120:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds:.0f} s"

@@ -1,4 +1,3 @@
-import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -295,26 +294,6 @@ def test_replay_buffer_warns_when_it_will_not_fit_in_memory(monkeypatch):
     monkeypatch.setattr(buffers.psutil, "virtual_memory", lambda: Memory())
     with pytest.warns(UserWarning, match=r"enough memory to store the complete replay buffer: 0\.\d+ GB > 0\.00 GB"):
         PWM("CnnPolicy", ImageEnv(), **FAST)
-
-
-def test_first_update_projects_the_run_time(monkeypatch, capsys):
-    from delayzoo.agents.pwm import pwm
-
-    model = PWM("MlpPolicy", "CartPole-v1", **{**FAST, "verbose": 1})
-    recorder = logged_keys(model)
-    model.learn(40)
-    out = capsys.readouterr().out
-    assert out.count("PWM: one update took") == 1 and "more for the requested 40 steps" in out
-    model.dump_logs()
-    assert any("time/seconds_per_update" in record for record in recorder.records)
-    quiet = PWM("MlpPolicy", "CartPole-v1", **FAST)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # a small model stays quiet
-        quiet.learn(40)
-    monkeypatch.setattr(pwm, "LONG_RUN_SECONDS", 0.0)  # as if a paper-size model ran on this CPU
-    monkeypatch.setattr(pwm, "LARGE_MODEL_PARAMETERS", 0)
-    with pytest.warns(UserWarning, match=r"one update took .* s \(.* s process CPU.*about \d+ more.*GPU"):
-        quiet.learn(40)
 
 
 def test_mixed_precision_trains_and_keeps_float32_weights_and_memories(tmp_path):
