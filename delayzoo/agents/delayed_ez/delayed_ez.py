@@ -339,6 +339,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         self._prefetched: ThreadPrefetch | ProcessPrefetch | None = None
         self._worker: ReanalysisWorker | None = None
         self._worker_stale = True
+        self._projection_due = False  # set by each learn: its first round reports the run time
         self._writers: list[GameWriter] | None = None
         self._build_configs()
         if self.env is not None:
@@ -656,19 +657,16 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         """
         if len(self.replay_buffer) == 0:
             return
-        if getattr(self, "_projection_due", False):
+        wall, cpu = time.perf_counter(), time.process_time()
+        self._train_round(gradient_steps, batch_size)
+        if self._projection_due:
             self._projection_due = False
-            wall, cpu = time.perf_counter(), time.process_time()
-            self._train_round(gradient_steps, batch_size)
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             report_first_update(
-                self, wall / gradient_steps, cpu / gradient_steps,
+                self, (time.perf_counter() - wall) / gradient_steps, (time.process_time() - cpu) / gradient_steps,
                 sum(p.numel() for p in self.policy.network.parameters()),
                 "DelayedEZ at EfficientZero's size is meant for a GPU; on a CPU use a smaller network "
                 "(policy_kwargs, e.g. the CartPole-v1 entry of hyperparams/delayed_ez.yml) or fewer steps",
             )
-        else:
-            self._train_round(gradient_steps, batch_size)
 
     def _train_round(self, gradient_steps: int, batch_size: int) -> None:
         self.policy.set_training_mode(True)

@@ -39,6 +39,7 @@ SelfPWM = TypeVar("SelfPWM", bound="PWM")
 LARGE_IMAGE_SIDE = 96
 """Images with a larger side get a warning: PWM's model and replay are sized for 64x64 frames."""
 
+
 class PartClock:
     """Wall-clock and process CPU seconds of consecutive parts of an update (CUDA work synchronised).
 
