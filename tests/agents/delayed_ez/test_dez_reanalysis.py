@@ -91,3 +91,11 @@ def test_the_worker_leaves_ctrl_c_to_the_training_process_and_ends_quietly_on_si
     os.kill(process.pid, signal.SIGTERM)
     process.join(timeout=10)
     assert process.exitcode == -signal.SIGTERM  # no handler inherited from the parent ran
+
+
+def test_process_prefetch_off_the_cpu_is_refused_naming_the_device(tiny_mlp, toy):
+    # "meta" stands for a GPU here: SB3 turns "cuda" into the CPU on a machine without one
+    message = "prefetch='process' reanalyses in a CPU worker process, but the model is on meta"
+    with pytest.raises(ValueError, match=message):
+        DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), prefetch="process",
+                  device="meta")
