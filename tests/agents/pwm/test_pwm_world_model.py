@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -269,3 +271,31 @@ def test_in_place_steps_match_allocating_steps_and_refuse_autograd():
         torch.testing.assert_close(result[name], expected[name])
     with pytest.raises(ValueError, match="no_grad"):
         model.step(inputs, reset, own, in_place=True)
+
+
+def _dynamics_loss_and_prior_gradient(free_bits):
+    """The dynamics loss of one fixed batch and the norm of its gradient on the prior head."""
+    torch.manual_seed(0)
+    model = WorldModel(ObservationLayout(spaces.Box(-1, 1, (4,))), 2, dataclasses.replace(TINY, free_bits=free_bits))
+    model.eval()
+    steps, batch = 8, 3
+    generator = torch.Generator().manual_seed(1)
+    obs = torch.rand(steps, batch, 4, generator=generator) * 2 - 1
+    action = torch.nn.functional.one_hot(torch.randint(0, 2, (steps, batch), generator=generator), 2).float()
+    is_first = torch.zeros(steps, batch, dtype=torch.bool)
+    is_first[0] = True
+    loss, metrics, _ = model.loss(obs, action, torch.zeros(steps, batch), torch.zeros(steps, batch), is_first)
+    loss.backward()
+    gradient = sum(p.grad.norm() ** 2 for p in model.prior.parameters() if p.grad is not None) ** 0.5
+    return metrics["dynamics_loss"], float(gradient)
+
+
+def test_free_bits_clip_each_step_kl_and_stop_the_prior_gradient_below_them():
+    mean_kl, gradient = _dynamics_loss_and_prior_gradient(0.0)
+    assert mean_kl > 0 and gradient > 0
+    # clipped step by step (DreamerV3), not the batch mean: steps below the mean are raised to it
+    clipped, _ = _dynamics_loss_and_prior_gradient(mean_kl)
+    assert clipped > mean_kl * 1.01
+    # above every step's KL, the prior gets no gradient at all
+    everything, gradient = _dynamics_loss_and_prior_gradient(1e6)
+    assert everything == pytest.approx(1e6) and gradient == 0.0
