@@ -6,7 +6,7 @@ for the same budget, and evaluates it every ``--eval-every`` steps on ``--episod
 episodes of the same delayed env (episode seeds 10000, 10001, ...). It prints one line per
 evaluation, then the curves side by side with each run's wall and process CPU time.
 
-    python benchmarks/pwm_delay_modes.py                                   # 3 modes x seeds 0 1, 30k steps
+    python benchmarks/pwm_delay_modes.py                                   # 3 modes x seeds 0 1, 20k steps
     python benchmarks/pwm_delay_modes.py --modes forecast --seeds 0 --steps 6000 --json /tmp/curves.jsonl
 
 ``--json`` appends one JSON line per run (mode, seed, curve, times), so runs split across processes
@@ -126,7 +126,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    parser.add_argument("--steps", type=int, default=30_000, help="training env steps per run")
+    parser.add_argument("--steps", type=int, default=20_000, help="training env steps per run")
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--episodes", type=int, default=5)
     parser.add_argument("--max-delay", type=int, default=5)
