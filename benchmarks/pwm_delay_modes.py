@@ -8,6 +8,11 @@ evaluation, then the curves side by side with each run's wall and process CPU ti
 
     python benchmarks/pwm_delay_modes.py                                   # 3 modes x seeds 0 1, 20k steps
     python benchmarks/pwm_delay_modes.py --modes forecast --seeds 0 --steps 6000 --json /tmp/curves.jsonl
+    python benchmarks/pwm_delay_modes.py --max-delay 10 --init-action random   # the harder setting
+
+``--max-delay`` sets the walk's bound (it starts there); ``--init-action random`` fills the queue at
+reset with random actions instead of action 0, which pushes the cart left ``max_delay`` times before
+the first decision executes (CartPole's pole falls after 8 to 10 such pushes).
 
 ``--json`` appends one JSON line per run (mode, seed, curve, times), so runs split across processes
 can be collected; ``--table FILE`` prints the curves of such a file and exits.
@@ -37,15 +42,16 @@ ENTRY = "CartPole-v1@delayed"
 MODES = ("forecast", "augmented", "oblivious")
 
 
-def make_env(max_delay: int = 5) -> gym.Env:
+def make_env(max_delay: int = 5, init_action: str = "noop") -> gym.Env:
     """CartPole-v1 under a random-walk execution delay, with the pending view."""
-    delayed = ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(max_delay=max_delay, p=0.2))
+    delay = RandomWalkDelay(max_delay=max_delay, p=0.2)
+    delayed = ExecutionDelay(gym.make("CartPole-v1"), delay, init_action=init_action)
     return PendingActionsObservation(delayed)
 
 
-def evaluate(model: PWM, episodes: int = 5, max_delay: int = 5) -> float:
+def evaluate(model: PWM, episodes: int = 5, max_delay: int = 5, init_action: str = "noop") -> float:
     """Mean return of ``episodes`` deterministic episodes (seeds 10000, 10001, ...)."""
-    env = make_env(max_delay)
+    env = make_env(max_delay, init_action)
     scores = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=10_000 + episode)
@@ -61,41 +67,52 @@ def evaluate(model: PWM, episodes: int = 5, max_delay: int = 5) -> float:
 class Curve(BaseCallback):
     """Evaluate every ``every`` steps and print the result."""
 
-    def __init__(self, every: int, episodes: int, max_delay: int, label: str) -> None:
+    def __init__(self, every: int, episodes: int, max_delay: int, init_action: str, label: str) -> None:
         super().__init__()
-        self.every, self.episodes, self.max_delay, self.label = every, episodes, max_delay, label
+        self.every, self.episodes, self.label = every, episodes, label
+        self.max_delay, self.init_action = max_delay, init_action
         self.points: list[tuple[int, float]] = []
 
     def _on_step(self) -> bool:
         if self.num_timesteps % self.every == 0:
-            self.points.append((self.num_timesteps, evaluate(self.model, self.episodes, self.max_delay)))
+            self.points.append(
+                (self.num_timesteps, evaluate(self.model, self.episodes, self.max_delay, self.init_action))
+            )
             print(f"{self.label} steps={self.points[-1][0]} eval_mean={self.points[-1][1]:.1f}", flush=True)
         return True
 
 
-def build(mode: str, seed: int, max_delay: int = 5) -> PWM:
+def build(mode: str, seed: int, max_delay: int = 5, init_action: str = "noop") -> PWM:
     """PWM with the ``CartPole-v1@delayed`` hyperparameters and ``delay_mode=mode``, on CPU."""
     config = dict(yaml.safe_load(HYPERPARAMS.read_text())[ENTRY])
     for key in ("delay", "delay_mode", "n_timesteps"):
         config.pop(key)
     policy, policy_kwargs = config.pop("policy"), eval(config.pop("policy_kwargs"))  # the file's own dict(...)
-    env = make_env(max_delay)
+    env = make_env(max_delay, init_action)
     return PWM(policy, env, delay_mode=mode, policy_kwargs=policy_kwargs, seed=seed, device="cpu", **config)
 
 
 def run(
-    mode: str, seed: int, steps: int, eval_every: int = 1000, episodes: int = 5, max_delay: int = 5
+    mode: str,
+    seed: int,
+    steps: int,
+    eval_every: int = 1000,
+    episodes: int = 5,
+    max_delay: int = 5,
+    init_action: str = "noop",
 ) -> dict[str, Any]:
     """Train one model and return its curve ``[(steps, mean return), ...]`` with its wall and CPU time."""
     label = f"{mode}/seed{seed}"
     wall, cpu = time.perf_counter(), time.process_time()
-    model = build(mode, seed, max_delay)
-    curve = Curve(eval_every, episodes, max_delay, label)
+    model = build(mode, seed, max_delay, init_action)
+    curve = Curve(eval_every, episodes, max_delay, init_action, label)
     model.learn(steps, callback=curve)
     return {
         "mode": mode,
         "seed": seed,
         "steps": steps,
+        "max_delay": max_delay,
+        "init_action": init_action,
         "curve": curve.points,
         "wall_s": round(time.perf_counter() - wall, 1),
         "cpu_s": round(time.process_time() - cpu, 1),
@@ -130,6 +147,12 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--episodes", type=int, default=5)
     parser.add_argument("--max-delay", type=int, default=5)
+    parser.add_argument(
+        "--init-action",
+        choices=("noop", "random"),
+        default="noop",
+        help="the actions queued at reset (ExecutionDelay's init_action)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--json", type=pathlib.Path, help="append one JSON line per run to this file")
     parser.add_argument("--table", type=pathlib.Path, help="print the curves of a --json file and exit")
@@ -141,7 +164,7 @@ def main() -> None:
     results = []
     for seed in args.seeds:
         for mode in args.modes:
-            result = run(mode, seed, args.steps, args.eval_every, args.episodes, args.max_delay)
+            result = run(mode, seed, args.steps, args.eval_every, args.episodes, args.max_delay, args.init_action)
             results.append(result)
             if args.json:
                 with args.json.open("a") as file:
