@@ -21,6 +21,7 @@ can be collected; ``--table FILE`` prints the curves of such a file and exits.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -42,16 +43,23 @@ ENTRY = "CartPole-v1@delayed"
 MODES = ("forecast", "augmented", "oblivious")
 
 
-def make_env(max_delay: int = 5, init_action: str = "noop") -> gym.Env:
-    """CartPole-v1 under a random-walk execution delay, with the pending view."""
-    delay = RandomWalkDelay(max_delay=max_delay, p=0.2)
-    delayed = ExecutionDelay(gym.make("CartPole-v1"), delay, init_action=init_action)
-    return PendingActionsObservation(delayed)
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """The delayed env of a study: the random walk's bound (it starts there) and the actions queued at reset."""
+
+    max_delay: int = 5
+    init_action: str = "noop"
+
+    def make_env(self) -> gym.Env:
+        """CartPole-v1 under a random-walk execution delay, with the pending view."""
+        delay = RandomWalkDelay(max_delay=self.max_delay, p=0.2)
+        delayed = ExecutionDelay(gym.make("CartPole-v1"), delay, init_action=self.init_action)
+        return PendingActionsObservation(delayed)
 
 
-def evaluate(model: PWM, episodes: int = 5, max_delay: int = 5, init_action: str = "noop") -> float:
+def evaluate(model: PWM, episodes: int = 5, setting: Setting = Setting()) -> float:
     """Mean return of ``episodes`` deterministic episodes (seeds 10000, 10001, ...)."""
-    env = make_env(max_delay, init_action)
+    env = setting.make_env()
     scores = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=10_000 + episode)
@@ -67,28 +75,25 @@ def evaluate(model: PWM, episodes: int = 5, max_delay: int = 5, init_action: str
 class Curve(BaseCallback):
     """Evaluate every ``every`` steps and print the result."""
 
-    def __init__(self, every: int, episodes: int, max_delay: int, init_action: str, label: str) -> None:
+    def __init__(self, every: int, episodes: int, setting: Setting, label: str) -> None:
         super().__init__()
-        self.every, self.episodes, self.label = every, episodes, label
-        self.max_delay, self.init_action = max_delay, init_action
+        self.every, self.episodes, self.setting, self.label = every, episodes, setting, label
         self.points: list[tuple[int, float]] = []
 
     def _on_step(self) -> bool:
         if self.num_timesteps % self.every == 0:
-            self.points.append(
-                (self.num_timesteps, evaluate(self.model, self.episodes, self.max_delay, self.init_action))
-            )
+            self.points.append((self.num_timesteps, evaluate(self.model, self.episodes, self.setting)))
             print(f"{self.label} steps={self.points[-1][0]} eval_mean={self.points[-1][1]:.1f}", flush=True)
         return True
 
 
-def build(mode: str, seed: int, max_delay: int = 5, init_action: str = "noop") -> PWM:
+def build(mode: str, seed: int, setting: Setting = Setting()) -> PWM:
     """PWM with the ``CartPole-v1@delayed`` hyperparameters and ``delay_mode=mode``, on CPU."""
     config = dict(yaml.safe_load(HYPERPARAMS.read_text())[ENTRY])
     for key in ("delay", "delay_mode", "n_timesteps"):
         config.pop(key)
     policy, policy_kwargs = config.pop("policy"), eval(config.pop("policy_kwargs"))  # the file's own dict(...)
-    env = make_env(max_delay, init_action)
+    env = setting.make_env()
     return PWM(policy, env, delay_mode=mode, policy_kwargs=policy_kwargs, seed=seed, device="cpu", **config)
 
 
@@ -98,21 +103,19 @@ def run(
     steps: int,
     eval_every: int = 1000,
     episodes: int = 5,
-    max_delay: int = 5,
-    init_action: str = "noop",
+    setting: Setting = Setting(),
 ) -> dict[str, Any]:
     """Train one model and return its curve ``[(steps, mean return), ...]`` with its wall and CPU time."""
     label = f"{mode}/seed{seed}"
     wall, cpu = time.perf_counter(), time.process_time()
-    model = build(mode, seed, max_delay, init_action)
-    curve = Curve(eval_every, episodes, max_delay, init_action, label)
+    model = build(mode, seed, setting)
+    curve = Curve(eval_every, episodes, setting, label)
     model.learn(steps, callback=curve)
     return {
         "mode": mode,
         "seed": seed,
         "steps": steps,
-        "max_delay": max_delay,
-        "init_action": init_action,
+        **dataclasses.asdict(setting),
         "curve": curve.points,
         "wall_s": round(time.perf_counter() - wall, 1),
         "cpu_s": round(time.process_time() - cpu, 1),
@@ -161,10 +164,11 @@ def main() -> None:
         print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
         return
     torch.set_num_threads(args.threads)
+    setting = Setting(args.max_delay, args.init_action)
     results = []
     for seed in args.seeds:
         for mode in args.modes:
-            result = run(mode, seed, args.steps, args.eval_every, args.episodes, args.max_delay, args.init_action)
+            result = run(mode, seed, args.steps, args.eval_every, args.episodes, setting)
             results.append(result)
             if args.json:
                 with args.json.open("a") as file:
