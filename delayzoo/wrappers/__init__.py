@@ -1,8 +1,8 @@
 """Gymnasium wrappers: execution delays, the pending-action view, life loss and env factories.
 
 The wrappers need only Gymnasium and NumPy. The factories and the monitor are loaded when first used
-(``from delayzoo.wrappers import make_atari`` imports ``ale_py``; ``EpisodeMonitor`` imports
-Stable-Baselines3, so torch), so that importing the wrappers stays light.
+(``from delayzoo.wrappers import make_atari`` imports ``ale_py``, ``make_minatar`` the optional ``minatar``;
+``EpisodeMonitor`` imports Stable-Baselines3, so torch), so that importing the wrappers stays light.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from delayzoo.wrappers.pending import PendingActionsObservation, find_execution_
 if TYPE_CHECKING:
     from delayzoo.wrappers.atari import FrameStack, MaxPoolFrameSkip, NoopReset, make_atari
     from delayzoo.wrappers.dmc import ActionRepeat, FlattenProprio, Float32Action, RenderedPixels, make_dmc
+    from delayzoo.wrappers.minatar import MinAtarObservation, make_minatar, register_minatar_envs
     from delayzoo.wrappers.monitor import EpisodeMonitor
 
 _LAZY = {
@@ -36,6 +37,9 @@ _LAZY = {
     "Float32Action": "dmc",
     "RenderedPixels": "dmc",
     "make_dmc": "dmc",
+    "MinAtarObservation": "minatar",
+    "make_minatar": "minatar",
+    "register_minatar_envs": "minatar",
     "EpisodeMonitor": "monitor",
 }
 """Public names loaded on first use, and their module."""
@@ -54,6 +58,7 @@ __all__ = [
     "IIDDelay",
     "LifeLossInfo",
     "MaxPoolFrameSkip",
+    "MinAtarObservation",
     "NoopReset",
     "PendingActionsObservation",
     "RandomWalkDelay",
@@ -61,6 +66,8 @@ __all__ = [
     "find_execution_delay",
     "make_atari",
     "make_dmc",
+    "make_minatar",
+    "register_minatar_envs",
 ]
 
 

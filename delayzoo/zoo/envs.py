@@ -5,6 +5,8 @@ delay on top, whatever the kind of env:
 
 - ALE ids (``ALE/Pong-v5``): :func:`~delayzoo.wrappers.atari.make_atari`;
 - DeepMind Control ids (``dm_control/walker-walk-v0``): :func:`~delayzoo.wrappers.dmc.make_dmc`;
+- MinAtar ids (``MinAtar/Breakout-v1``, the extra ``delayzoo[minatar]``):
+  :func:`~delayzoo.wrappers.minatar.make_minatar` (float channels-first frames);
 - any other Gymnasium id: ``gym.make`` -> :class:`~delayzoo.wrappers.monitor.EpisodeMonitor` ->
   :class:`~delayzoo.wrappers.ExecutionDelay` -> :class:`~delayzoo.wrappers.PendingActionsObservation`.
 """
@@ -23,6 +25,7 @@ from gymnasium.envs.registration import EnvSpec
 from delayzoo.wrappers import ConstantDelay, ExecutionDelay, IIDDelay, PendingActionsObservation, RandomWalkDelay
 from delayzoo.wrappers.atari import make_atari
 from delayzoo.wrappers.dmc import make_dmc, register_dmc_envs
+from delayzoo.wrappers.minatar import is_minatar_id, make_minatar, register_minatar_envs
 from delayzoo.wrappers.monitor import add_episode_monitor
 from delayzoo.zoo.errors import ZooError
 
@@ -173,9 +176,13 @@ class DelaySettings:
 
 
 def env_kind(env_id: str | EnvSpec) -> str:
-    """``"atari"`` for ALE ids, ``"dmc"`` for ``dm_control/...`` ids, ``"gym"`` otherwise (ids or specs)."""
-    if (env_id.id if isinstance(env_id, EnvSpec) else env_id).startswith("dm_control/"):
+    """``"atari"`` for ALE ids, ``"dmc"`` for ``dm_control/...`` ids, ``"minatar"`` for ``MinAtar/...``
+    ids, ``"gym"`` otherwise (ids or specs)."""
+    name = env_id.id if isinstance(env_id, EnvSpec) else env_id
+    if name.startswith("dm_control/"):
         return "dmc"
+    if is_minatar_id(name):
+        return "minatar"
     entry_point = (env_id if isinstance(env_id, EnvSpec) else gym.spec(env_id)).entry_point
     if isinstance(entry_point, str):
         return "atari" if entry_point.startswith("ale_py") else "gym"
@@ -186,6 +193,13 @@ def check_env_id(env_id: str) -> None:
     """Raise :class:`ZooError` with the closest registered ids when ``env_id`` is not registered."""
     if env_id in gym.registry:
         return
+    if is_minatar_id(env_id):
+        try:
+            register_minatar_envs()
+        except ImportError as error:
+            raise ZooError(str(error)) from None
+        if env_id in gym.registry:
+            return
     register_dmc_envs()  # dm_control/ ids, and close matches among them
     if env_id in gym.registry:
         return
@@ -222,7 +236,7 @@ def make_zoo_env(
     :param monitor_file: CSV file of the ``EpisodeMonitor`` (``.monitor.csv`` is appended); ``None``: no file
     :param pixels: render DeepMind Control tasks as images (``obs="pixels"``)
     :param monitor_kwargs: more ``EpisodeMonitor`` keywords (rl_zoo3's ``monitor_kwargs``: ``info_keywords``, ...)
-    :param env_kwargs: passed to the factory (``make_atari`` / ``make_dmc``) or to ``gym.make``
+    :param env_kwargs: passed to the factory (``make_atari`` / ``make_dmc`` / ``make_minatar``) or to ``gym.make``
     :return: the wrapped environment
     """
     settings = (delay or DelaySettings()).resolved()
@@ -232,7 +246,7 @@ def make_zoo_env(
     name = env_id.id if isinstance(env_id, EnvSpec) else env_id  # the factories look ALE and dm_control ids up
     if pixels and kind != "dmc":
         raise ZooError(f"--pixels applies to dm_control/ ids, not to {name!r}")
-    if kind in ("atari", "dmc"):
+    if kind in ("atari", "dmc", "minatar"):
         factory_kwargs: dict[str, Any] = dict(
             delay=process,
             init_action=settings.init_action,
@@ -241,6 +255,8 @@ def make_zoo_env(
         )
         if kind == "atari":
             return make_atari(name, **factory_kwargs, **env_kwargs)
+        if kind == "minatar":
+            return make_minatar(name, **factory_kwargs, **env_kwargs)
         if pixels:
             factory_kwargs["obs"] = "pixels"
         return make_dmc(name, **factory_kwargs, **env_kwargs)

@@ -39,7 +39,8 @@ _USE_OURS = (
     "which take the same flags"
 )
 _REFUSALS = {
-    FACTORY_ENV: "this zoo run's env was made by delayzoo's make_atari / make_dmc (with its execution delay), "
+    FACTORY_ENV: "this zoo run's env was made by delayzoo's make_atari / make_dmc / make_minatar (with its execution "
+    "delay), "
     "which this tool does not rebuild" + _USE_OURS,
     NORMALIZED_RUN: "this zoo run's observations were normalised with statistics saved as plain arrays "
     "(vecnormalize.npz), which this tool does not read: it would play unnormalised" + _USE_OURS,

@@ -10,7 +10,8 @@ instead:
 - reads ``policy_kwargs``, ``replay_buffer_kwargs``, ``monitor_kwargs`` and ``normalize`` strings with
   :func:`parse_kwargs`, which accepts rl_zoo3's forms (``dict(...)``, ``{...}``, lists, tuples, numbers,
   strings, ``True``/``False``/``None``, ``nn.*`` / ``th.nn.*`` / ``torch.nn.*`` and ``th.optim.*`` /
-  ``torch.optim.*`` classes, ``RMSpropTFLike``) and nothing else.
+  ``torch.optim.*`` classes, ``RMSpropTFLike``, and delayzoo's own classes by their full name, such as
+  ``delayzoo.agents.common.extractors.SmallCNN``) and nothing else.
 
 ``--trust-run-files`` lifts both rules (rl_zoo3's own behaviour: any name is imported, strings are
 evaluated as Python), for files you wrote yourself.
@@ -65,7 +66,7 @@ _TORCH_MODULES = {
 _BARE_NAMES: dict[str, type] = {"RMSpropTFLike": RMSpropTFLike}
 _FORMS = (
     "dict(...), {...}, lists, tuples, numbers, strings, True/False/None, nn.* / th.nn.* / torch.nn.* and "
-    "th.optim.* / torch.optim.* classes, RMSpropTFLike"
+    "th.optim.* / torch.optim.* classes, RMSpropTFLike, delayzoo.* classes"
 )
 
 
@@ -189,6 +190,13 @@ def _value(node: ast.expr, text: str) -> Any:
         found = getattr(module, attribute, None) if module is not None and not attribute.startswith("_") else None
         if isinstance(found, type):
             return found
+        if name.startswith("delayzoo."):
+            try:
+                found = getattr(importlib.import_module(module_name), attribute)
+            except (ImportError, AttributeError):
+                found = None
+            if isinstance(found, type):
+                return found
     raise _Refused(ast.get_source_segment(text.strip(), node) or ast.dump(node))
 
 

@@ -64,3 +64,26 @@ def test_agent_trains_under_delay_through_the_zoo_and_evaluates(algo, tmp_path):
     with open(tmp_path / "logs" / "eval_result" / algo / "CartPole-v1_1.csv", newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0] == ["step", "episode_0", "episode_1"] and [row[0] for row in rows[1:]] == ["24", "48"]
+
+
+MINATAR_TINY = {
+    "ppo": ["n_envs:2", "n_steps:32", "batch_size:32", "n_epochs:1"],
+    "pwm": ["learning_starts:40", "batch_size:2", "sequence_length:8", "imagination_horizon:3"],
+    "delayed_ez": ["n_envs:2", "learning_starts:40", "batch_size:4", "num_simulations:2", "segment_length:8"],
+}
+"""The shipped MinAtar entries (their networks included), with budgets shrunk for a smoke run."""
+
+
+@pytest.mark.parametrize("algo", sorted(MINATAR_TINY))
+def test_minatar_entry_trains_with_and_without_the_pending_view_and_evaluates(algo, tmp_path):
+    pytest.importorskip("minatar")
+    for name, view in (("view", ["--delay", "3", "--delay-process", "random-walk", "--pending-view"]), ("plain", [])):
+        result = run_module(
+            "delayzoo.zoo.train", "--algo", algo, "--env", "MinAtar/Breakout-v1", "-n", "64", "--seed", "0",
+            *view, "--eval-freq", "-1", "--num-threads", "1", "-f", name, "-params", *MINATAR_TINY[algo], cwd=tmp_path,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        config = read_run_yaml(tmp_path / name / algo / "MinAtar-Breakout-v1_1" / "MinAtar-Breakout-v1" / "config.yml")
+        assert config["policy"] == ("MultiInputPolicy" if view else {"pwm": "MlpPolicy"}.get(algo, "CnnPolicy"))
+        logs = str(tmp_path / name)
+        assert zoo_eval.main(["--algo", algo, "--env", "MinAtar/Breakout-v1", "-f", logs, "-n", "1"]) == 0

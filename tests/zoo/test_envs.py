@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -97,6 +99,22 @@ def test_dm_control_ids_go_through_make_dmc():
     env.close()
     with pytest.raises(ZooError, match="--pixels applies to dm_control/ ids"):
         make_zoo_env("CartPole-v1", pixels=True)
+
+
+def test_minatar_ids_go_through_make_minatar_and_need_the_extra(monkeypatch):
+    pytest.importorskip("minatar")
+    check_env_id("MinAtar/Breakout-v1")  # registers MinAtar's ids
+    env = make_zoo_env("MinAtar/Breakout-v1", DelaySettings(delay=2, pending_view=True))
+    obs, info = env.reset(seed=0)
+    assert obs["observation"].dtype == np.float32 and obs["observation"].shape == (4, 10, 10) and info["delay"] == 2
+    assert _stack(env).index(ExecutionDelay) < _stack(env).index(EpisodeMonitor)
+    assert env_kind("MinAtar/Breakout-v1") == "minatar"
+    registry = {name: spec for name, spec in gym.registry.items() if not name.startswith("MinAtar/")}
+    monkeypatch.setattr(gym.envs.registration, "registry", registry)
+    monkeypatch.setattr(gym, "registry", registry)
+    monkeypatch.setitem(sys.modules, "minatar.gym", None)
+    with pytest.raises(ZooError, match='MinAtar games need the minatar package: pip install "delayzoo\\[minatar\\]"'):
+        check_env_id("MinAtar/Breakout-v1")
 
 
 def test_unknown_env_ids_get_close_registered_names():

@@ -69,6 +69,16 @@ def test_parsed_values_equal_what_python_would_build():
     )
 
 
+def test_delayzoos_own_classes_are_read_by_their_full_name_and_nothing_else_of_its_modules():
+    from delayzoo.agents.common.extractors import SmallCNN
+
+    value = parse_kwargs("dict(features_extractor_class=delayzoo.agents.common.extractors.SmallCNN)", "test")
+    assert value == dict(features_extractor_class=SmallCNN)
+    for text in ("dict(a=delayzoo.zoo.trust.importlib)", "dict(a=delayzoo.zoo.trust.parse_kwargs)", "dict(a=delay.X)"):
+        with pytest.raises(ZooError, match="is not allowed in"):
+            parse_kwargs(text, "test")
+
+
 PAYLOADS = [
     "__import__('os').makedirs('{marker}')",
     "dict(a=__import__('os').makedirs('{marker}'))",
