@@ -1,4 +1,4 @@
-"""The ``delayzoo`` console script: ``delayzoo train|eval|plot|enjoy|record_video|sweep [options]``."""
+"""The ``delayzoo`` console script: ``delayzoo train|eval|plot|enjoy|record_video|sweep|study [options]``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 __all__ = ["main"]
 
-USAGE = """usage: delayzoo {train,eval,plot,enjoy,record_video,sweep} [options]
+USAGE = """usage: delayzoo {train,eval,plot,enjoy,record_video,sweep,study} [options]
 
   train          train an algorithm on an env, optionally under execution delay (rl_zoo3's flags + delay flags)
   eval           evaluate every checkpoint of a run into eval_result/<algo>/<run>.csv
@@ -16,6 +16,7 @@ USAGE = """usage: delayzoo {train,eval,plot,enjoy,record_video,sweep} [options]
   enjoy          watch a trained agent in the env (and delay) it was trained in
   record_video   record a video of a trained agent in the env (and delay) it was trained in
   sweep          a grid of train + eval runs (algorithms x envs x delays x seeds) on Ray
+  study          the delay benchmark: delay-aware against delay-oblivious agents (a sweep, then its plot)
 
 'delayzoo COMMAND -h' shows the options of a command."""
 
@@ -50,7 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from delayzoo.zoo import sweep
 
         return sweep.main(rest, prog="delayzoo sweep")
-    close = difflib.get_close_matches(command, ["train", "eval", "plot", "enjoy", "record_video", "sweep"], n=1)
+    if command == "study":
+        from delayzoo.zoo import study
+
+        return study.main(rest, prog="delayzoo study")
+    commands = ["train", "eval", "plot", "enjoy", "record_video", "sweep", "study"]
+    close = difflib.get_close_matches(command, commands, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     print(f"delayzoo: error: unknown command {command!r}{hint}\n\n{USAGE}", file=sys.stderr)
     return 2

@@ -16,15 +16,19 @@ stratified-bootstrap intervals, and the raw score of each game.
 
 ``--by-delay`` draws instead the final return against the delay value (a sweep's study, see
 :mod:`delayzoo.zoo.sweep`): one PNG per env, ``<output dir>/<env>-by-delay.png``, with one line per
-algorithm (and delay process, pending view), the mean over its evaluated runs (seeds) of the final
-model's mean eval return, with 95% percentile-bootstrap intervals over the runs; and the same numbers
-as markdown tables in ``<output dir>/by-delay.md``. A run without delay counts as delay 0.
+agent (a grid file's variant, or the algorithm with its delay process and pending view; colours by
+algorithm, delay-aware agents solid, delay-oblivious ones dashed), the mean over its evaluated runs
+(seeds) of the final return, the mean eval return of the last ``--last`` (3) evaluated models, with 95%
+percentile-bootstrap intervals over the runs; and the same numbers as markdown tables in
+``<output dir>/by-delay.md``, with the fraction of its delay-0 return each agent keeps. A run without
+delay counts as delay 0. The same runs give the same table, byte for byte, and the same PNG.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import re
 import sys
 from collections import defaultdict
@@ -34,10 +38,12 @@ from pathlib import Path
 import numpy as np
 
 from delayzoo.zoo.errors import ZooError, one_line
+from delayzoo.zoo.grid import read_cell_record
 from delayzoo.zoo.runs import Run, find_runs, read_monitor
 from delayzoo.zoo.scores import AGGREGATES, atari_game, bootstrap_interval, human_normalized, reference_scores
 
 __all__ = [
+    "DelayLine",
     "atari_table",
     "delay_results",
     "delay_table",
@@ -151,34 +157,74 @@ def atari_table(runs: list[Run], n_resamples: int = 2000, seed: int = 0) -> str 
     return "\n".join(lines) + "\n"
 
 
-def final_return(run: Run) -> float | None:
-    """The mean eval return of the run's most trained model (its eval CSV's last step); ``None`` unevaluated."""
+def final_return(run: Run, last: int = 1) -> float | None:
+    """The mean eval return of the run's ``last`` most trained models (the last rows of its eval CSV, by
+    steps); ``None`` when it is not evaluated."""
     steps, means = _read_eval(run)
-    return float(means[np.argmax(steps)]) if steps.size else None
+    return float(means[np.argsort(steps, kind="stable")[-last:]].mean()) if steps.size else None
 
 
-def _delay_line(run: Run) -> tuple[int, str]:
-    """The delay value of a run and the label of its line: the algorithm and the delay setting but the value."""
+@dataclasses.dataclass
+class DelayLine:
+    """One line of a by-delay figure: an agent's final returns (one per run) at each delay.
+
+    :param label: the agent (a sweep variant's label, or the algorithm and delay setting)
+    :param family: the algorithm, which gives the line its colour
+    :param aware: the agent uses the pending actions (solid line) or not (dashed)
+    :param points: delay -> final return of each run
+    """
+
+    label: str
+    family: str
+    aware: bool
+    points: dict[int, list[float]] = dataclasses.field(default_factory=lambda: defaultdict(list))
+
+
+def _delay_line(run: Run) -> tuple[int, str, bool]:
+    """The delay value of a run, the label of its line (the algorithm and the delay setting but the value),
+    and whether it observes the pending actions."""
     settings = run.delay_settings().resolved()
     if settings.delay is None:
-        return 0, run.algo
+        return 0, run.algo, False
     if settings.process == "random-walk":
         variant = f" (random-walk from {settings.min_delay}, p={settings.p:g})"
     elif settings.process == "iid":
         variant = f" (iid from {settings.min_delay})"
     else:
         variant = ""
-    return settings.delay, run.algo + variant + (" +view" if settings.pending_view else "")
+    return settings.delay, run.algo + variant + (" +view" if settings.pending_view else ""), settings.pending_view
 
 
-def delay_results(runs: list[Run]) -> dict[str, dict[str, dict[int, list[float]]]]:
-    """``{env id: {line label: {delay: [final return of each evaluated run]}}}``."""
-    results: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
+def delay_results(runs: list[Run], last: int = 3) -> dict[str, dict[str, DelayLine]]:
+    """``{env id: {line label: DelayLine}}`` of the evaluated runs (final return: mean of the last ``last``
+    evaluations).
+
+    A run made by a sweep from a grid file has its cell's record (:data:`~delayzoo.zoo.grid.CELL_RECORD`):
+    its line is the cell's agent; a delay-0 cell of an algorithm is the delay-0 point of every line of
+    that algorithm on that env (at delay 0 the modes of an algorithm are one agent). Other runs: one line
+    per algorithm and delay setting, a run without delay at delay 0.
+    """
+    results: dict[str, dict[str, DelayLine]] = defaultdict(dict)
+    shared: dict[tuple[str, str], list[float]] = defaultdict(list)
     for run in runs:
-        score = final_return(run)
-        if score is not None:
-            delay, label = _delay_line(run)
-            results[run.env_id][label][delay].append(score)
+        score = final_return(run, last)
+        if score is None:
+            continue
+        record = read_cell_record(run.path.parents[1])
+        if record.get("label"):
+            delay, label, family, aware = int(record["delay"]), str(record["label"]), run.algo, record["delay_aware"]
+            if delay == 0 and label == run.algo:
+                shared[(run.env_id, run.algo)].append(score)
+                continue
+        else:
+            delay, label, aware = _delay_line(run)
+            family = run.algo
+        line = results[run.env_id].setdefault(label, DelayLine(label, family, bool(aware)))
+        line.points[delay].append(score)
+    for (env_id, algo), scores in shared.items():
+        lines = [line for line in results[env_id].values() if line.family == algo]
+        for line in lines or [results[env_id].setdefault(algo, DelayLine(algo, algo, True))]:
+            line.points[0].extend(scores)
     return results
 
 
@@ -187,71 +233,105 @@ def _mean_interval(scores: list[float], n_resamples: int, seed: int) -> tuple[fl
     return bootstrap_interval({"runs": scores}, lambda groups: float(np.mean(groups["runs"])), n_resamples, seed=seed)
 
 
+_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
 def plot_by_delay(
-    env_id: str, lines: dict[str, dict[int, list[float]]], path: Path, n_resamples: int = 2000, seed: int = 0
+    env_id: str, lines: dict[str, DelayLine], path: Path, n_resamples: int = 2000, seed: int = 0, last: int = 3
 ) -> Path:
-    """Write the PNG of final return against delay for one env (``lines`` from :func:`delay_results`)."""
+    """Write the PNG of final return against delay for one env (``lines`` from :func:`delay_results`):
+    colours by family, delay-aware agents solid and delay-oblivious ones dashed, 95% bootstrap intervals."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(6, 4))
-    for label, by_delay in sorted(lines.items()):
-        delays = sorted(by_delay)
-        stats = np.array([_mean_interval(by_delay[delay], n_resamples, seed) for delay in delays])
-        runs = sorted({len(by_delay[delay]) for delay in delays})
+    families = sorted({line.family for line in lines.values()})
+    colours = {family: plt.get_cmap("tab10")(index % 10) for index, family in enumerate(families)}
+    seen: dict[str, int] = defaultdict(int)
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    spread = 0.06 * max((max(line.points) for line in lines.values()), default=1)  # side by side, not on top
+    for index, (label, line) in enumerate(sorted(lines.items())):
+        delays = sorted(line.points)
+        shift = spread * (index - (len(lines) - 1) / 2) / max(len(lines), 1)
+        stats = np.array([_mean_interval(line.points[delay], n_resamples, seed) for delay in delays])
+        runs = sorted({len(line.points[delay]) for delay in delays})
         counts = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
         error = [stats[:, 0] - stats[:, 1], stats[:, 2] - stats[:, 0]]
-        label = f"{label} ({counts} run(s) per point)"
-        axes.errorbar(delays, stats[:, 0], yerr=error, marker="o", capsize=4, label=label)
+        marker = _MARKERS[seen[line.family] % len(_MARKERS)]
+        seen[line.family] += 1
+        axes.errorbar(
+            np.array(delays) + shift,
+            stats[:, 0],
+            yerr=error,
+            marker=marker,
+            capsize=4,
+            color=colours[line.family],
+            linestyle="-" if line.aware else "--",
+            label=f"{label} ({counts} run(s) per point)",
+        )
     axes.set_title(f"{env_id}: final return against delay")
-    axes.set_xlabel("delay (steps)")
-    axes.set_ylabel("eval return of the final model")
-    axes.set_xticks(sorted({delay for by_delay in lines.values() for delay in by_delay}))
+    axes.set_xlabel("maximum delay (steps)")
+    axes.set_ylabel("final return" + (f" (mean of the last {last} evaluations)" if last > 1 else ""))
+    axes.set_xticks(sorted({delay for line in lines.values() for delay in line.points}))
     axes.grid(alpha=0.3)
     axes.legend(fontsize="small")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=80)
+    figure.savefig(path, dpi=80, metadata={"Software": None})
     plt.close(figure)
     return path
 
 
-def delay_table(runs: list[Run], n_resamples: int = 2000, seed: int = 0) -> str | None:
-    """Markdown tables of final return against delay, one per env; ``None`` without evaluated runs."""
-    results = delay_results(runs)
+def delay_table(runs: list[Run], n_resamples: int = 2000, seed: int = 0, last: int = 3) -> str | None:
+    """Markdown tables of final return against delay, and of the fraction of its delay-0 return each agent
+    keeps, one pair per env; ``None`` without evaluated runs."""
+    results = delay_results(runs, last)
     if not results:
         return None
     lines = []
     for env_id, by_label in sorted(results.items()):
-        delays = sorted({delay for by_delay in by_label.values() for delay in by_delay})
+        delays = sorted({delay for line in by_label.values() for delay in line.points})
         lines += [f"### {env_id}", "", "| agent | " + " | ".join(f"delay {delay}" for delay in delays) + " |"]
         lines.append("|---|" + "---|" * len(delays))
-        for label, by_delay in sorted(by_label.items()):
+        means: dict[str, dict[int, float]] = defaultdict(dict)
+        for label, line in sorted(by_label.items()):
             cells = []
             for delay in delays:
-                if delay in by_delay:
-                    mean, low, high = _mean_interval(by_delay[delay], n_resamples, seed)
-                    cells.append(f"{mean:.1f} [{low:.1f}, {high:.1f}] ({len(by_delay[delay])})")
+                if delay in line.points:
+                    mean, low, high = _mean_interval(line.points[delay], n_resamples, seed)
+                    means[label][delay] = mean
+                    cells.append(f"{mean:.1f} [{low:.1f}, {high:.1f}] ({len(line.points[delay])})")
                 else:
                     cells.append("")
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        delayed = [delay for delay in delays if delay > 0]
+        if 0 in delays and delayed:
+            lines += ["", "| agent | " + " | ".join(f"kept at {delay}" for delay in delayed) + " |"]
+            lines.append("|---|" + "---|" * len(delayed))
+            for label in sorted(by_label):
+                base = means[label].get(0)
+                cells = [
+                    f"{means[label][delay] / base:.0%}" if base and delay in means[label] else "" for delay in delayed
+                ]
+                lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
+    what = "each run's final model" if last == 1 else f"each run's last {last} evaluated models"
     lines.append(
-        "Eval return of each run's final model (mean over its eval episodes), mean over runs (seeds) "
-        f"[95% percentile bootstrap over runs, {n_resamples} resamples] (number of runs)."
+        f"Final return: the mean eval return of {what} (mean over its eval episodes), mean over runs (seeds) "
+        f"[95% percentile bootstrap over runs, {n_resamples} resamples] (number of runs). Kept: the mean at "
+        "that delay over the mean at delay 0 (the same agent's, or its algorithm's delay-0 run)."
     )
     return "\n".join(lines) + "\n"
 
 
-def _write_by_delay(runs: list[Run], output: Path, n_resamples: int, seed: int) -> None:
-    table = delay_table(runs, n_resamples, seed)
+def _write_by_delay(runs: list[Run], output: Path, n_resamples: int, seed: int, last: int) -> None:
+    table = delay_table(runs, n_resamples, seed, last)
     if table is None:
         raise ZooError("--by-delay needs evaluated runs: none of these runs has an eval CSV (run delayzoo.zoo.eval)")
-    for env_id, lines in sorted(delay_results(runs).items()):
+    for env_id, lines in sorted(delay_results(runs, last).items()):
         png = output / f"{re.sub(r'[^A-Za-z0-9_.-]', '-', env_id)}-by-delay.png"
-        print(f"Wrote {plot_by_delay(env_id, lines, png, n_resamples, seed)}")
+        print(f"Wrote {plot_by_delay(env_id, lines, png, n_resamples, seed, last)}")
     (output / "by-delay.md").write_text(table)
     print(table)
     print(f"Wrote {output / 'by-delay.md'}")
@@ -272,6 +352,12 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--by-delay", action="store_true", help="final return against delay per algorithm (PNG and markdown table)"
     )
+    parser.add_argument(
+        "--last",
+        type=int,
+        default=3,
+        help="--by-delay: a run's final return is the mean of its last LAST evaluations (default 3)",
+    )
     parser.add_argument("--n-bootstrap", type=int, default=2000, help="bootstrap resamples of the intervals")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     return parser
@@ -285,10 +371,10 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     """
     try:
         args = parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
-        if args.window < 1 or args.points < 1 or args.n_bootstrap < 1:
+        if args.window < 1 or args.points < 1 or args.n_bootstrap < 1 or args.last < 1:
             raise ZooError(
-                f"--window, --points and --n-bootstrap must be >= 1, "
-                f"got {args.window}, {args.points}, {args.n_bootstrap}"
+                f"--window, --points, --n-bootstrap and --last must be >= 1, "
+                f"got {args.window}, {args.points}, {args.n_bootstrap}, {args.last}"
             )
         runs = find_runs(args.log_folder, args.algos, args.envs)
         if not runs:
@@ -303,7 +389,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     output = args.output_dir or Path(args.log_folder) / "plots"
     if args.by_delay:
         try:
-            _write_by_delay(runs, output, args.n_bootstrap, args.seed)
+            _write_by_delay(runs, output, args.n_bootstrap, args.seed, args.last)
         except ZooError as error:
             print(f"{prog}: error: {error}", file=sys.stderr)
             return 2

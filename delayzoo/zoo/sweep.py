@@ -38,10 +38,10 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
-import itertools
 import json
 import math
 import os
+import resource
 import shlex
 import signal
 import socket
@@ -54,10 +54,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from huggingface_sb3 import EnvironmentName
+import yaml
 
 from delayzoo.zoo.envs import PROCESSES
 from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.grid import CELL_RECORD, Cell, load_grid, read_cell_record, sweep_grid
 from delayzoo.zoo.runs import Run, find_runs
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "CellResult",
     "CellTask",
     "check_cells",
+    "flag_value",
     "main",
     "make_task",
     "plan_cell",
@@ -97,31 +99,6 @@ _RUNNING = ".running"
 """The marker a cell's task keeps in the cell folder while it runs (host and pid)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Cell:
-    """One cell of a grid: an algorithm on an env at one delay setting and seed."""
-
-    algo: str
-    env_id: str
-    delay: int
-    process: str
-    pending_view: bool
-    seed: int
-
-    @property
-    def name(self) -> str:
-        """The cell folder's name: ``ppo_CartPole-v1_delay2_seed0``, ``dqn_ALE-Pong-v5_random-walk5+view_seed1``."""
-        delay = f"delay{self.delay}" if self.process == "constant" else f"{self.process}{self.delay}"
-        view = "+view" if self.pending_view else ""
-        return f"{self.algo}_{EnvironmentName(self.env_id)}_{delay}{view}_seed{self.seed}"
-
-    def train_args(self, log_folder: Path) -> list[str]:
-        """The cell's own ``train`` flags (the sweep adds the passed-through ones after them)."""
-        args = ["--algo", self.algo, "--env", self.env_id, "--seed", str(self.seed), "-f", str(log_folder / self.name)]
-        args += ["--delay", str(self.delay), "--delay-process", self.process]
-        return args + (["--pending-view"] if self.pending_view else [])
-
-
 @dataclasses.dataclass
 class CellTask:
     """What one Ray task runs: the cell's commands (train unless already trained, then eval)."""
@@ -151,24 +128,30 @@ class CellResult:
 
 
 # ---------------------------------------------------------------------------------------------- grid
-def sweep_grid(
-    algos: Sequence[str],
-    envs: Sequence[str],
-    delays: Sequence[int],
-    seeds: Sequence[int],
-    processes: Sequence[str] = ("constant",),
-    pending_view: bool = False,
-) -> list[Cell]:
-    """The cells of a grid, in order (duplicates dropped); a :class:`ZooError` when an axis is empty."""
-    axes = {"--algos": algos, "--envs": envs, "--delays": delays, "--seeds": seeds, "--delay-process": processes}
-    empty = [flag for flag, values in axes.items() if not values]
-    if empty:
-        raise ZooError(f"empty grid: {', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no values")
-    cells = [
-        Cell(algo, env_id, delay, process, pending_view, seed)
-        for algo, env_id, process, delay, seed in itertools.product(algos, envs, processes, delays, seeds)
-    ]
-    return list(dict.fromkeys(cells))
+def train_argv(cell: Cell, log_folder: Path, extra: Sequence[str], resume: Sequence[str] = ()) -> list[str]:
+    """A cell's ``train`` flags: its own, its env's for its algorithm, the passed-through ones, the resume
+    flags, then one ``-params`` (rl_zoo3 keeps only the last) with the items of the env's flags, the cell's
+    own and the passed-through ones, in that order (a later value of a key wins)."""
+    env_params, env_rest = _split_params(cell.args)
+    params, rest = _split_params(extra)
+    params = [*env_params, *cell.params, *params]
+    return [*cell.train_args(log_folder), *env_rest, *rest, *resume, *(["-params", *params] if params else [])]
+
+
+def _split_params(extra: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(the items of every -params, the other flags)`` of the passed-through flags."""
+    params: list[str] = []
+    rest: list[str] = []
+    taking = False
+    for arg in extra:
+        if arg in ("-params", "--hyperparams"):
+            taking = True
+        elif taking and not (arg.startswith("-") and ":" not in arg):
+            params.append(arg)
+        else:
+            taking = False
+            rest.append(arg)
+    return params, rest
 
 
 def check_cells(cells: Sequence[Cell], extra: Sequence[str], log_folder: Path) -> None:
@@ -176,9 +159,64 @@ def check_cells(cells: Sequence[Cell], extra: Sequence[str], log_folder: Path) -
     from delayzoo.zoo import train
 
     for cell in cells:
-        argv = [*cell.train_args(log_folder), *extra]
-        own, rest = train.zoo_parser().parse_known_args(argv)
+        own, rest = train.zoo_parser().parse_known_args(train_argv(cell, log_folder, extra))
         train._check(own, train._peek_parser().parse_known_args(rest)[0])  # the checks train runs first
+
+
+_GRID_AXES = ("algos", "envs", "delays", "seeds", "delay_process", "pending_view")
+"""The flags that make a plain sweep's grid, which ``--grid`` replaces."""
+
+
+def grid_cells(args: argparse.Namespace) -> list[Cell]:
+    """The cells of the command line: from ``--grid FILE`` or from the axis flags (not both)."""
+    given = [f"--{axis.replace('_', '-')}" for axis in _GRID_AXES if getattr(args, axis) not in (None, False)]
+    if args.grid is not None:
+        if given:
+            raise ZooError(f"--grid {args.grid} gives the whole grid: drop {', '.join(given)}")
+        return load_grid(args.grid).cells()
+    if not args.algos or not args.envs:
+        raise ZooError("give the grid: --algos and --envs (with --delays, --seeds, ...), or --grid FILE.yml")
+    return sweep_grid(
+        args.algos,
+        args.envs,
+        args.delays if args.delays is not None else [0],
+        args.seeds if args.seeds is not None else [0],
+        args.delay_process or ["constant"],
+        bool(args.pending_view),
+    )
+
+
+def project_cpu(cells: Sequence[Cell], plans: Sequence[tuple[str, str, list[str]]], log_folder: Path) -> str:
+    """One line: the CPU time the cells left will take, from the recorded cost of the finished ones.
+
+    A cell to train costs the median (train + eval) CPU of the finished cells of the same agent and env
+    (of the same algorithm and env when no cell of that agent has finished), less what it has already
+    spent; a cell to evaluate, the median eval CPU. Cells with no finished peer are counted apart.
+    """
+    costs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for cell, (action, _, _) in zip(cells, plans):
+        spent = read_cell_record(log_folder / cell.name).get("cpu_seconds") or {}
+        if action == "skip" and spent:
+            pair = (float(spent.get("train", 0.0)), float(spent.get("eval", 0.0)))
+            costs.setdefault((cell.agent, cell.env_id), []).append(pair)
+            costs.setdefault((cell.algo, cell.env_id), []).append(pair)
+    left = [(cell, action) for cell, (action, _, _) in zip(cells, plans) if action != "skip"]
+    if not left:
+        return f"CPU time projected for the cells left: none (all {len(cells)} done)"
+    total, unknown = 0.0, []
+    for cell, action in left:
+        known = costs.get((cell.agent, cell.env_id)) or costs.get((cell.algo, cell.env_id))
+        if not known:
+            unknown.append(cell.agent + " on " + cell.env_id)
+            continue
+        train, evaluate = (float(sorted(values)[len(values) // 2]) for values in zip(*known))
+        spent = read_cell_record(log_folder / cell.name).get("cpu_seconds") or {}
+        total += evaluate if action == "eval" else max(train - float(spent.get("train", 0.0)), 0.0) + evaluate
+    line = f"CPU time projected for the {len(left)} cell(s) left: {total / 3600:.1f} CPU-hours"
+    if unknown:
+        kinds = sorted(set(unknown))
+        line += f", plus {len(unknown)} cell(s) of unknown cost (nothing finished yet for {', '.join(kinds)})"
+    return line
 
 
 def _check_extra(extra: Sequence[str]) -> None:
@@ -190,15 +228,22 @@ def _check_extra(extra: Sequence[str]) -> None:
             raise ZooError("-h: see 'python -m delayzoo.zoo.sweep -h' and 'python -m delayzoo.zoo.train -h'")
 
 
-def _requested_steps(extra: Sequence[str]) -> int | None:
-    """The ``-n`` passed through (the last one wins, as in argparse), ``None`` when absent or <= 0."""
-    steps = None
-    for index, arg in enumerate(extra):
-        for flag in ("-n", "--n-timesteps"):
-            if arg == flag and index + 1 < len(extra):
-                steps = extra[index + 1]
+def flag_value(args: Sequence[str], flags: Sequence[str]) -> str | None:
+    """The value of the last of ``flags`` in a command line (``--flag V`` or ``--flag=V``; the last wins,
+    as in argparse), ``None`` when absent."""
+    value = None
+    for index, arg in enumerate(args):
+        for flag in flags:
+            if arg == flag and index + 1 < len(args):
+                value = args[index + 1]
             elif arg.startswith(flag + "="):
-                steps = arg.split("=", 1)[1]
+                value = arg.split("=", 1)[1]
+    return value
+
+
+def _requested_steps(extra: Sequence[str]) -> int | None:
+    """The ``-n`` passed through, ``None`` when absent or <= 0."""
+    steps = flag_value(extra, ("-n", "--n-timesteps"))
     try:
         return int(steps) if steps is not None and int(steps) > 0 else None
     except ValueError:
@@ -212,14 +257,24 @@ def saved_steps(path: Path) -> int:
         return int(json.loads(archive.read("data"))["num_timesteps"])
 
 
+def _csv_steps(run: Run, n_episodes: int) -> list[int]:
+    """The steps of the models the run's eval CSV scores, if every row has ``n_episodes`` scores; else ``[]``."""
+    if not run.eval_csv.is_file():
+        return []
+    rows = [line.split(",") for line in run.eval_csv.read_text().splitlines() if line]
+    if not rows or any(len(row) != n_episodes + 1 for row in rows):
+        return []
+    try:
+        return [int(row[0]) for row in rows[1:]]
+    except ValueError:
+        return []
+
+
 def _complete_csv(run: Run, final_steps: int, n_episodes: int) -> bool:
     """Whether the run's eval CSV is whole: ``n_episodes`` scores per row and a row for the final model."""
     if not run.eval_csv.is_file() or run.eval_csv.stat().st_mtime < run.final_model.stat().st_mtime:
         return False
-    rows = [line.split(",") for line in run.eval_csv.read_text().splitlines() if line]
-    if not rows or len(rows[0]) != n_episodes + 1 or any(len(row) != n_episodes + 1 for row in rows):
-        return False
-    return any(row[0] == str(final_steps) for row in rows[1:])
+    return final_steps in _csv_steps(run, n_episodes)
 
 
 def _latest_save(run: Run) -> tuple[int, Path] | None:
@@ -257,6 +312,9 @@ def plan_cell(cell: Cell, log_folder: Path, requested_steps: int | None, n_episo
     latest, total = runs[-1], _total_steps(runs, requested_steps)
     save = _latest_save(latest)
     if save is None:
+        evaluated = _csv_steps(latest, n_episodes)
+        if evaluated and total is not None and max(evaluated) >= total:  # results kept, models not (a commit)
+            return "skip", f"done ({latest.name}, evaluated at {max(evaluated)} steps; no model kept)", []
         return "train", f"new ({latest.name} saved no model)", []
     steps, path = save
     if path == latest.final_model and (total is None or steps >= total):
@@ -291,7 +349,7 @@ def make_task(
     action, _, resume = plan
     python = [sys.executable, "-m"]
     threads = str(_threads(cpus_per_run))
-    train = [*python, "delayzoo.zoo.train", *cell.train_args(log_folder), *extra, *resume]
+    train = [*python, "delayzoo.zoo.train", *train_argv(cell, log_folder, extra, resume)]
     if not any(arg.split("=", 1)[0] == "--num-threads" for arg in extra):
         train += ["--num-threads", threads]
     evaluate = [*python, "delayzoo.zoo.eval", "--algo", cell.algo, "--env", cell.env_id]
@@ -341,18 +399,40 @@ def _run_command(argv: list[str], task: CellTask, log: Any) -> tuple[int, bool]:
         return child.returncode, True
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _write_record(task: CellTask, cpu: dict[str, float]) -> None:
+    """The cell's :data:`~delayzoo.zoo.grid.CELL_RECORD`: what it is, and the CPU seconds of all its launches."""
+    record = {**task.cell.record(), "cpu_seconds": cpu}
+    temporary = task.folder / f".{CELL_RECORD}.tmp"
+    temporary.write_text(yaml.safe_dump(record, sort_keys=False))
+    temporary.replace(task.folder / CELL_RECORD)
+
+
 def run_cell(task: CellTask) -> CellResult:
-    """Run a cell's commands one after the other, each in its own process; stop at the first failure."""
+    """Run a cell's commands one after the other, each in its own process; stop at the first failure.
+
+    The CPU time of each command is added to the cell's record (``cpu_seconds.train``, ``.eval``).
+    """
     start = time.monotonic()
     task.folder.mkdir(parents=True, exist_ok=True)
     marker = task.folder / _RUNNING
     marker.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    cpu = {"train": 0.0, "eval": 0.0, **(read_cell_record(task.folder).get("cpu_seconds") or {})}
+    _write_record(task, cpu)
     try:
         with open(task.log, "a") as log:
             for phase, argv in task.commands:
                 log.write(f"\n$ {shlex.join(argv)}\n")
                 log.flush()
+                before = _children_cpu()
                 code, interrupted = _run_command(argv, task, log)
+                cpu[phase] = round(cpu[phase] + _children_cpu() - before, 1)
+                _write_record(task, cpu)
                 seconds = time.monotonic() - start
                 if interrupted:
                     return CellResult(task.cell, "interrupted", task.log, f"{phase} stopped (exit {code})", seconds)
@@ -501,18 +581,18 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     grid = parser.add_argument_group("the grid")
-    grid.add_argument("--algos", nargs="+", required=True, help="algorithms (ppo, dqn, pwm, delayed_ez, ...)")
-    grid.add_argument("--envs", nargs="+", required=True, help="Gymnasium env ids")
-    grid.add_argument("--delays", nargs="+", type=int, default=[0], help="maximum delays in steps (default: 0)")
-    grid.add_argument(
-        "--delay-process",
-        nargs="+",
-        choices=PROCESSES,
-        default=["constant"],
-        help="delay processes (default: constant)",
-    )
+    grid.add_argument("--algos", nargs="+", help="algorithms (ppo, dqn, pwm, delayed_ez, ...)")
+    grid.add_argument("--envs", nargs="+", help="Gymnasium env ids")
+    grid.add_argument("--delays", nargs="+", type=int, help="maximum delays in steps (default: 0)")
+    grid.add_argument("--delay-process", nargs="+", choices=PROCESSES, help="delay processes (default: constant)")
     grid.add_argument("--pending-view", action="store_true", help="every cell observes the pending actions")
-    grid.add_argument("--seeds", nargs="+", type=int, default=[0], help="training seeds (default: 0)")
+    grid.add_argument("--seeds", nargs="+", type=int, help="training seeds (default: 0)")
+    grid.add_argument(
+        "--grid",
+        type=Path,
+        help="a grid file instead of the flags above: named agent variants (algorithm, -params, pending view) "
+        "and per-env delays (see delayzoo.zoo.grid)",
+    )
     parser.add_argument(
         "-f", "--log-folder", type=Path, default=Path("logs"), help="where the cells go (default: logs)"
     )
@@ -588,12 +668,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
                 f"got {args.eval_n_episodes}, {args.eval_n_envs}, {args.save_timeout}"
             )
         _check_extra(extra)
-        requested = _requested_steps(extra)
-        cells = sweep_grid(args.algos, args.envs, args.delays, args.seeds, args.delay_process, args.pending_view)
+        cells = grid_cells(args)
         log_folder = args.log_folder.resolve()
         check_cells(cells, extra, log_folder)
         ray = _import_ray()
-        plans = [plan_cell(cell, log_folder, requested, args.eval_n_episodes) for cell in cells]
+        plans = [
+            plan_cell(cell, log_folder, _requested_steps([*cell.args, *extra]), args.eval_n_episodes) for cell in cells
+        ]
         eval_args = [
             "-n",
             str(args.eval_n_episodes),
@@ -608,6 +689,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
             for cell, plan in zip(cells, plans)
             if plan[0] != "skip"
         ]
+        print(project_cpu(cells, plans, log_folder))
         if args.dry_run:
             _dry_run(cells, plans, tasks)
             return 0

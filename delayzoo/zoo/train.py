@@ -8,6 +8,7 @@ Every rl_zoo3 flag works (``-n``, ``--seed``, ``-f``, ``-tb``, ``--eval-freq``, 
     --delay-p P                                 random walk: probability of -1 and of +1 per step (0.2)
     --min-delay N                               random walk / iid: smallest delay (0)
     --pending-view                              observe the pending actions (Dict observations)
+    --no-pending-view                           don't, even where the --preset entry's delay: says so
     --init-action {noop,random}                 what fills the delay queue at reset (noop)
     --preset NAME                               use the YAML entry "<env id>@NAME" (e.g. CartPole-v1@delayed)
     --pixels                                    DeepMind Control tasks as 64x64 images
@@ -64,6 +65,13 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
     group.add_argument("--delay-p", type=float, help="random walk: probability of -1 and of +1 per step (default 0.2)")
     group.add_argument("--min-delay", type=int, help="random walk / iid: the smallest delay (default 0)")
     group.add_argument("--pending-view", action="store_const", const=True, help="observe the pending actions")
+    group.add_argument(
+        "--no-pending-view",
+        dest="pending_view",
+        action="store_const",
+        const=False,
+        help="do not observe them, whatever the entry's delay: mapping says (a --preset's pending_view: true)",
+    )
     group.add_argument("--init-action", choices=INIT_ACTIONS, help="delay queue filler at reset (default: noop)")
     other = parser.add_argument_group("delayzoo")
     other.add_argument("--preset", help="use the hyperparameter entry '<env id>@PRESET' (with its delay: settings)")

@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from delayzoo.zoo import cli, plot, sweep
 from delayzoo.zoo.runs import find_runs, read_run_yaml
@@ -187,7 +188,8 @@ def test_by_delay_table_holds_the_mean_over_seeds_of_final_returns_with_bootstra
         _fake_sweep_run(logs, sweep.Cell(algo, "CartPole-v1", delay, "constant", False, seed), scores)
     view = sweep.Cell("ppo", "CartPole-v1", 3, "random-walk", True, 0)
     _fake_sweep_run(logs, view, [7, 9])
-    assert plot.main(["-f", str(logs), "--by-delay", "-o", str(tmp_path / "out"), "--n-bootstrap", "500"]) == 0
+    out = ["-o", str(tmp_path / "out"), "--n-bootstrap", "500", "--last", "1"]  # the final model's score
+    assert plot.main(["-f", str(logs), "--by-delay", *out]) == 0
     table = (tmp_path / "out" / "by-delay.md").read_text()
     assert "| agent | delay 0 | delay 3 |" in table
     assert "| dqn | 100.0 [100.0, 100.0] (1) |  |" in table
@@ -232,6 +234,36 @@ def test_plan_of_a_cell_skips_evaluates_or_resumes_from_the_latest_readable_mode
     assert sweep.plan_cell(cell, logs, 2000, 2)[0] == "skip"
     assert sweep.plan_cell(cell, logs, 2000, 3)[0] == "eval"  # fewer episodes than asked
     assert sweep.plan_cell(cell, logs, 3000, 2)[2] == ["-i", str(run / "CartPole-v1.zip"), "-n", "1000"]
+
+
+def test_a_cell_evaluated_to_its_budget_counts_as_done_without_its_models(tmp_path):
+    """Committed results (eval CSV, args.yml, config.yml; no model) are not trained again on a new machine."""
+    logs = tmp_path / "logs"
+    cell = sweep.Cell("ppo", "CartPole-v1", 2, "constant", False, 0)
+    _fake_sweep_run(logs, cell, [1, 2])  # evaluated at steps 50 and 100, no model file
+    plan = sweep.plan_cell(cell, logs, 100, 2)
+    assert plan[:2] == ("skip", "done (CartPole-v1_1, evaluated at 100 steps; no model kept)")
+    assert sweep.plan_cell(cell, logs, None, 2)[0] == "skip"  # the budget config.yml recorded (n_timesteps: 100)
+    assert sweep.plan_cell(cell, logs, 200, 2)[0] == "train"  # evaluated short of the budget
+    assert sweep.plan_cell(cell, logs, 100, 3)[0] == "train"  # fewer episodes than asked
+
+
+def test_a_cells_record_adds_up_the_cpu_time_of_its_launches_and_projects_the_cells_left(tmp_path):
+    logs = tmp_path / "logs"
+    done, left = (sweep.Cell("ppo", "CartPole-v1", delay, "constant", False, 0, "ppo") for delay in (1, 2))
+    burn = [sys.executable, "-c", "import time; end = time.process_time() + 0.5\nwhile time.process_time() < end: pass"]
+    for _ in range(2):
+        task = sweep.CellTask(done, logs / done.name, "train", [("train", burn), ("eval", ["true"])], {})
+        assert sweep.run_cell(task).status == "done"
+    record = yaml.safe_load((logs / done.name / "cell.yml").read_text())
+    assert record["label"] == "ppo" and record["delay"] == 1 and record["seed"] == 0
+    assert 1.0 <= record["cpu_seconds"]["train"] < 3.0 and record["cpu_seconds"]["eval"] < 0.5
+    plans = [("skip", "done", []), ("train", "new", [])]
+    line = sweep.project_cpu([done, left], plans, logs)
+    assert line.startswith("CPU time projected for the 1 cell(s) left: 0.0 CPU-hours") and "unknown" not in line
+    other = sweep.Cell("dqn", "CartPole-v1", 2, "constant", False, 0)
+    line = sweep.project_cpu([done, other], plans, logs)
+    assert "plus 1 cell(s) of unknown cost (nothing finished yet for dqn on CartPole-v1)" in line
 
 
 def test_killed_run_is_reported_failed_with_the_signal_and_its_log(tmp_path):

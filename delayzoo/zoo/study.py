@@ -1,0 +1,118 @@
+"""The delay benchmark as one command: delay-aware against delay-oblivious agents, across delays and envs.
+
+::
+
+    python -m delayzoo.zoo.study -f logs/study            # the whole grid (CPU-hours: see below)
+    python -m delayzoo.zoo.study --quick -f logs/quick    # CartPole, delays 0 and 5, one seed, minutes
+
+runs the grid of ``delayzoo/zoo/data/delay-benchmark.yml`` (``--quick``: ``delay-benchmark-quick.yml``;
+``--grid FILE`` another one) with :mod:`delayzoo.zoo.sweep` on Ray: CartPole-v1 at random-walk delays
+of at most 0, 2, 5 and 10 steps and MinAtar/Breakout-v1 at 0, 5 and 10 (p = 0.2, random filler actions
+at reset); PPO without and with the pending view, DelayedEZ with its forward model and the paper's
+Oblivious-EZ, PWM in forecast, augmented (CartPole only) and oblivious mode; seeds 0, 1 and 2. At delay
+0 each algorithm runs once. Every checkpoint of every run is evaluated on ``--eval-n-episodes`` (16)
+episodes; then :mod:`delayzoo.zoo.plot` ``--by-delay`` writes, under ``<log folder>/plots`` (``-o``), one
+PNG per env (final return, the mean of the last 3 evaluations, against the maximum delay, with 95%
+bootstrap intervals over seeds) and ``by-delay.md`` (the same numbers and the fraction of its delay-0
+return each agent keeps).
+
+The study resumes cell by cell: launch the same command again after an interruption, or on another
+machine from committed results (a cell whose eval CSV is complete counts as done without its model).
+Before it runs, the sweep prints the CPU time it projects for the cells left, from the CPU time the
+finished cells recorded. Flags it does not know go to the sweep (``--address``, ``--cpus-per-run``,
+``--dry-run``, ...) and from there to every ``train`` (``-n``, ``-params``, ...).
+
+Bad input (an unknown env or agent in the grid, MinAtar without ``delayzoo[minatar]``, a budget ``-n``
+below a cell's checkpoint interval, so that nothing but the final model would be evaluated) prints one
+line and exits with code 2 before anything is written. The exit code is the sweep's otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from delayzoo.zoo import plot, sweep
+from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.grid import Cell, load_grid
+
+__all__ = ["GRID", "QUICK_GRID", "check_budgets", "main", "parser"]
+
+GRID = Path(__file__).resolve().parent / "data" / "delay-benchmark.yml"
+"""The grid of the delay benchmark."""
+QUICK_GRID = GRID.with_name("delay-benchmark-quick.yml")
+"""Its quick version (``--quick``)."""
+
+
+def check_budgets(cells: Sequence[Cell], extra: Sequence[str]) -> None:
+    """Refuse a cell whose budget ``-n`` is below its checkpoint interval ``--save-freq``.
+
+    :raise ZooError: naming the cell, its budget and its interval
+    """
+    for cell in cells:
+        args = [*cell.args, *extra]
+        steps, every = sweep.flag_value(args, ("-n", "--n-timesteps")), sweep.flag_value(args, ("--save-freq",))
+        try:
+            steps_value = None if steps is None else int(steps)
+            every_value = None if every is None else int(every)
+        except ValueError:
+            raise ZooError(f"{cell.name}: -n and --save-freq must be integers, got {steps!r}, {every!r}") from None
+        if steps_value is not None and steps_value <= 0:
+            raise ZooError(f"{cell.name}: -n {steps_value} leaves no step to train")
+        if steps_value is not None and every_value is not None and 0 < steps_value < every_value:
+            raise ZooError(
+                f"{cell.name}: -n {steps_value} is below its --save-freq {every_value}: only the final model "
+                "would be evaluated, and the study's final return averages the last 3 evaluations"
+            )
+
+
+def parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``delayzoo study`` (unknown flags go to the sweep)."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description=__doc__.split("\n\n")[0],
+        epilog="Every other flag (--address, --cpus-per-run, --dry-run, -n, -params, ...) goes to the sweep.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("-f", "--log-folder", type=Path, required=True, help="where the cells go")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--quick", action="store_true", help="CartPole, delays 0 and 5, one seed, tiny budgets")
+    which.add_argument("--grid", type=Path, help=f"another grid file (default: {GRID.name})")
+    parser.add_argument("--eval-n-episodes", type=int, default=16, help="eval episodes per checkpoint (default 16)")
+    parser.add_argument("-o", "--output-dir", type=Path, help="figure and table folder (default <log folder>/plots)")
+    parser.add_argument("--n-bootstrap", type=int, default=2000, help="bootstrap resamples of the intervals")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.study") -> int:
+    """Run the study command line; return the exit code (2 for bad input, else the sweep's).
+
+    :param argv: the arguments (default: ``sys.argv[1:]``)
+    :param prog: the program name shown in help and errors
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args, extra = parser(prog).parse_known_args(argv)
+        grid = args.grid or (QUICK_GRID if args.quick else GRID)
+        check_budgets(load_grid(grid).cells(), extra)
+    except ZooError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else 1
+    sweep_argv = ["--grid", str(grid), "-f", str(args.log_folder), "--eval-n-episodes", str(args.eval_n_episodes)]
+    code = sweep.main([*sweep_argv, "--eval-checkpoints", "all", *extra], prog=f"{prog} (sweep)")
+    if code == 2 or "--dry-run" in extra or not args.log_folder.is_dir():
+        return code
+    output = args.output_dir or args.log_folder / "plots"
+    plotted = plot.main(
+        ["-f", str(args.log_folder), "--by-delay", "-o", str(output), "--n-bootstrap", str(args.n_bootstrap)],
+        prog=f"{prog} (plot)",
+    )
+    return code or plotted
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Grid files: named variants, per-env delays, one delay-0 cell per algorithm, the cells' train commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from delayzoo.zoo import sweep
+from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.grid import Cell, load_grid
+from delayzoo.zoo.study import GRID, QUICK_GRID
+
+GRID_TEXT = """
+seeds: [0, 1]
+delay_process: random-walk
+delay_args: [--init-action, random]
+train_args: [--eval-freq, "-1"]
+envs:
+  CartPole-v1:
+    delays: [0, 3]
+    train_args: {pwm: [--preset, benchmark, -params, "learning_starts:100"]}
+  Acrobot-v1:
+    delays: [0, 5, 10]
+variants:
+  ppo: {algo: ppo}
+  ppo+view: {algo: ppo, pending_view: true}
+  pwm-forecast: {algo: pwm, pending_view: true, params: {delay_mode: forecast}, envs: [CartPole-v1]}
+  pwm-oblivious: {algo: pwm, params: {delay_mode: oblivious}, envs: [CartPole-v1]}
+"""
+
+
+@pytest.fixture
+def grid_file(tmp_path: Path) -> Path:
+    path = tmp_path / "grid.yml"
+    path.write_text(GRID_TEXT)
+    return path
+
+
+def test_each_algorithm_runs_once_at_delay_0_and_every_variant_at_the_envs_other_delays(grid_file):
+    cells = load_grid(grid_file).cells()
+    names = [cell.name for cell in cells]
+    assert names[:8] == [
+        "ppo_CartPole-v1_random-walk0_seed0",
+        "pwm_CartPole-v1_random-walk0_seed0",
+        "ppo_CartPole-v1_random-walk0_seed1",
+        "pwm_CartPole-v1_random-walk0_seed1",
+        "ppo_CartPole-v1_random-walk3_seed0",
+        "ppo+view_CartPole-v1_random-walk3+view_seed0",
+        "pwm-forecast_CartPole-v1_random-walk3+view_seed0",
+        "pwm-oblivious_CartPole-v1_random-walk3_seed0",
+    ]
+    assert len(cells) == 2 * (2 + 4) + 2 * (1 + 2 * 2)  # CartPole: 2 algos at 0, 4 variants at 3; Acrobot: ppo only
+    acrobot = {cell.name for cell in cells if cell.env_id == "Acrobot-v1"}
+    assert "ppo+view_Acrobot-v1_random-walk10+view_seed1" in acrobot and not any("pwm" in name for name in acrobot)
+    forecast = next(cell for cell in cells if cell.label == "pwm-forecast")
+    assert forecast.record() == {
+        "label": "pwm-forecast",
+        "algo": "pwm",
+        "env": "CartPole-v1",
+        "delay": 3,
+        "process": "random-walk",
+        "pending_view": True,
+        "delay_aware": True,
+        "seed": 0,
+        "params": ["delay_mode:'forecast'"],
+    }
+
+
+def test_a_cells_train_command_holds_its_flags_and_one_params_with_the_envs_the_variants_and_the_users(grid_file):
+    cells = {cell.name: cell for cell in load_grid(grid_file).cells()}
+    logs = Path("/logs")
+    name = "pwm-forecast_CartPole-v1_random-walk3+view_seed0"
+    forecast = sweep.train_argv(cells[name], logs, ["-params", "gamma:0.9"])
+    assert forecast == [
+        *("--algo", "pwm", "--env", "CartPole-v1", "--seed", "0", "-f", f"/logs/{name}"),
+        *("--delay", "3", "--delay-process", "random-walk", "--init-action", "random", "--pending-view"),
+        *("--eval-freq", "-1", "--preset", "benchmark"),
+        *("-params", "learning_starts:100", "delay_mode:'forecast'", "gamma:0.9"),
+    ]
+    undelayed = sweep.train_argv(cells["pwm_CartPole-v1_random-walk0_seed0"], logs, [])
+    assert "--delay" not in undelayed and "--init-action" not in undelayed and "--no-pending-view" in undelayed
+    assert undelayed[-2:] == ["-params", "learning_starts:100"]
+    oblivious = sweep.train_argv(cells["pwm-oblivious_CartPole-v1_random-walk3_seed0"], logs, [])
+    assert "--no-pending-view" in oblivious and oblivious[-1] == "delay_mode:'oblivious'"
+    plain = Cell("ppo", "CartPole-v1", 2, "constant", False, 0)
+    assert sweep.train_argv(plain, logs, ["-n", "10"]) == [
+        *("--algo", "ppo", "--env", "CartPole-v1", "--seed", "0", "-f", "/logs/ppo_CartPole-v1_delay2_seed0"),
+        *("--delay", "2", "--delay-process", "constant", "-n", "10"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {p: {algo: ppo}}\nextra: 1\n", "unknown entries \\['extra'\\]"),
+        ("envs: {CartPole-v1: {delays: []}}\nvariants: {ppo: {algo: ppo}}\n", "envs.CartPole-v1.delays must be"),
+        ("envs: {CartPole-v1: {delays: [-1]}}\nvariants: {ppo: {algo: ppo}}\n", "integers >= 0, got \\[-1\\]"),
+        ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {ppo: {params: {a: 1}}}\n", "variants.ppo must be a mapping"),
+        ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {a_b: {algo: ppo}}\n", "may not be empty or hold"),
+        ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {p: {algo: ppo, envs: [Pong]}}\n", "some of the grid's envs"),
+        ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {p: {algo: ppo}}\ndelay_process: x\n", "delay_process must"),
+        ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {p: {algo: ppo}}\nseeds: [a]\n", "seeds must be"),
+        ("- a list\n", "must hold a mapping"),
+        ("envs: {CartPole-v1: {delays: [0]}}\nvariants: !!python/object:os.system {}\n", "not plain YAML data"),
+    ],
+)
+def test_a_bad_grid_file_is_refused_naming_the_entry(tmp_path, text, message):
+    path = tmp_path / "grid.yml"
+    path.write_text(text)
+    with pytest.raises(ZooError, match=message):
+        load_grid(path)
+    with pytest.raises(ZooError, match="cannot read the grid file"):
+        load_grid(tmp_path / "missing.yml")
+
+
+def test_the_studys_grids_are_the_benchmark_the_issue_describes():
+    cells = load_grid(GRID).cells()
+    by_env = {env: [cell for cell in cells if cell.env_id == env] for env in ("CartPole-v1", "MinAtar/Breakout-v1")}
+    assert sorted({cell.delay for cell in by_env["CartPole-v1"]}) == [0, 2, 5, 10]
+    assert sorted({cell.delay for cell in by_env["MinAtar/Breakout-v1"]}) == [0, 5, 10]
+    assert {cell.seed for cell in cells} == {0, 1, 2} and {cell.process for cell in cells} == {"random-walk"}
+    cartpole_agents = {cell.agent for cell in by_env["CartPole-v1"] if cell.delay > 0}
+    pairs = {"ppo", "ppo+view", "dez-forward", "dez-oblivious", "pwm-forecast", "pwm-oblivious"}
+    assert cartpole_agents == pairs | {"pwm-augmented"}
+    assert {cell.agent for cell in by_env["MinAtar/Breakout-v1"] if cell.delay > 0} == pairs
+    assert {cell.agent for cell in cells if cell.delay == 0} == {"ppo", "delayed_ez", "pwm"}
+    assert all("--init-action" in cell.delay_args for cell in cells if cell.delay > 0)
+    assert len(cells) == 3 * (3 + 3 * 7) + 3 * (3 + 2 * 6)
+    quick = load_grid(QUICK_GRID).cells()
+    assert {(cell.env_id, cell.delay, cell.seed) for cell in quick} == {("CartPole-v1", 0, 0), ("CartPole-v1", 5, 0)}
+    assert len(quick) == 3 + 6

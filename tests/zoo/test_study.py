@@ -1,0 +1,82 @@
+"""The delay benchmark's command: bad input refused before anything is written, and --quick end to end."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+
+from delayzoo.zoo import study
+from delayzoo.zoo.runs import find_runs
+from tests.zoo.helpers import files_under
+
+GOOD = """
+seeds: [0]
+delay_process: random-walk
+envs:
+  CartPole-v1:
+    delays: [0, 2]
+    train_args: {ppo: [-n, "500", --save-freq, "100"]}
+variants:
+  ppo: {algo: ppo}
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "extra", "message"),
+    [
+        (("CartPole-v1:", "CartPole-v9:"), [], "unknown env 'CartPole-v9'"),
+        (("ppo: {algo: ppo}", "ppo: {algo: ppo2}"), [], "unknown algorithm 'ppo2'"),
+        (("", ""), ["-n", "50"], "-n 50 is below its --save-freq 100: only the final model would be evaluated"),
+        (("", ""), ["-n", "0"], "-n 0 leaves no step to train"),
+        (("seeds: [0]", "seeds: 0"), [], "seeds must be a non-empty list of integers"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, capsys, change, extra, message):
+    grid = tmp_path / "grid.yml"
+    grid.write_text(GOOD.replace(*change))
+    logs = tmp_path / "logs"
+    assert study.main(["--grid", str(grid), "-f", str(logs), *extra]) == 2
+    error = capsys.readouterr().err
+    assert message in error and error.count("\n") == 1
+    assert files_under(logs) == []
+
+
+def test_minatar_without_its_extra_exits_2_naming_it(tmp_path, capsys, monkeypatch):
+    registry = {name: spec for name, spec in gym.registry.items() if not name.startswith("MinAtar/")}
+    monkeypatch.setattr(gym.envs.registration, "registry", registry)
+    monkeypatch.setattr(gym, "registry", registry)
+    monkeypatch.setitem(sys.modules, "minatar.gym", None)
+    grid = tmp_path / "grid.yml"
+    grid.write_text(GOOD.replace("CartPole-v1:", "MinAtar/Breakout-v1:"))
+    assert study.main(["--grid", str(grid), "-f", str(tmp_path / "logs")]) == 2
+    assert 'pip install "delayzoo[minatar]"' in capsys.readouterr().err
+    assert files_under(tmp_path / "logs") == []
+
+
+def test_a_dry_run_prints_the_projection_and_the_cells_of_the_benchmark(tmp_path, capsys):
+    assert study.main(["-f", str(tmp_path / "logs"), "--dry-run"]) == 0
+    output = capsys.readouterr().out
+    assert "CPU time projected for the 117 cell(s) left" in output and "117 cell(s); 117 to run:" in output
+    assert "pwm-augmented_CartPole-v1_random-walk10+view_seed2: new" in output
+    assert "dez-oblivious_MinAtar-Breakout-v1_random-walk5+view_seed0: new" in output
+    assert files_under(tmp_path / "logs") == []
+
+
+@pytest.mark.slow
+def test_quick_study_runs_end_to_end_and_writes_the_figure_and_the_table(tmp_path: Path, capsys):
+    """Nine cells on local Ray (several minutes on 2 cores)."""
+    logs = tmp_path / "logs"
+    assert study.main(["--quick", "-f", str(logs)]) == 0
+    output = capsys.readouterr().out
+    assert output.count("done     ") == 9
+    assert (logs / "plots" / "CartPole-v1-by-delay.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = (logs / "plots" / "by-delay.md").read_text()
+    for agent in ("ppo", "ppo+view", "dez-forward", "dez-oblivious", "pwm-forecast", "pwm-oblivious"):
+        assert f"| {agent} | " in table
+    assert "| agent | kept at 5 |" in table
+    assert len(find_runs(logs)) == 9
+    assert study.main(["--quick", "-f", str(logs)]) == 0  # relaunched: every cell is done
+    assert "Nothing to run: the 9 cell(s) are trained and evaluated." in capsys.readouterr().out
