@@ -204,3 +204,16 @@ def test_load_names_the_missing_path_as_given(make, tmp_path):
     with pytest.raises(FileNotFoundError) as error:
         type(make()).load(tmp_path / "nope.zip")
     assert f"'{tmp_path / 'nope.zip'}'" in str(error.value) and "nope.zip.zip" not in str(error.value)
+
+
+def test_a_replay_file_saved_before_the_format_entry_still_loads(make, tmp_path):
+    model = make().learn(40)
+    model.save_replay_buffer(tmp_path / "buffer.npz")
+    with np.load(tmp_path / "buffer.npz") as data:
+        arrays = {name: data[name] for name in data.files if name != "format"}
+    np.savez(tmp_path / "legacy.npz", **arrays)
+    other = make()
+    other.load_replay_buffer(tmp_path / "legacy.npz")
+    other.save_replay_buffer(tmp_path / "again.npz")
+    with np.load(tmp_path / "again.npz") as again:
+        np.testing.assert_array_equal(again["rewards"], arrays["rewards"])
