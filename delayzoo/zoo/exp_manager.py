@@ -431,8 +431,8 @@ class DelayExperimentManager(ExperimentManager):
         callback is written the same way (statistics, then ``best_model.zip``). rl_zoo3's
         ``ParallelTrainCallback`` is refused for algorithms other than SAC and TQC, which it cannot train.
         """
-        parallel = next((c for c in self.callbacks if isinstance(c, ParallelTrainCallback)), None)
-        if parallel is not None and not issubclass(ALGOS[self.algo], (SAC, TQC)):
+        parallel = any(isinstance(callback, ParallelTrainCallback) for callback in self.callbacks)
+        if parallel and not issubclass(ALGOS[self.algo], (SAC, TQC)):
             raise ZooError(
                 "callback rl_zoo3.callbacks.ParallelTrainCallback trains SAC and TQC only (it reloads the model as "
                 f"one of them and trains that copy in a thread); --algo {self.algo} is not one of them: remove the "
