@@ -5,7 +5,9 @@
 - :class:`AtomicCheckpointCallback` writes each checkpoint's replay buffer (with
   ``--save-replay-buffer``) and normalisation statistics first and its model last, all atomically: a
   checkpoint ``rl_model_<steps>_steps.zip`` that exists is complete, with
-  ``rl_model_replay_buffer_<steps>_steps.pkl`` and ``rl_model_vecnormalize_<steps>_steps.npz`` next to it.
+  ``rl_model_replay_buffer_<steps>_steps.npz`` (``.pkl`` for buffers saved as pickles, see
+  :mod:`delayzoo.zoo.buffers`) and ``rl_model_vecnormalize_<steps>_steps.npz`` next to it.
+  :class:`SaveBestModelCallback` writes the evaluation callback's ``best_model.zip`` atomically too.
 - :func:`save_normalization` / :func:`load_normalization` keep ``VecNormalize`` statistics as plain
   arrays (``.npz``); loading runs no code, unlike SB3's pickled ``vecnormalize.pkl``.
 - :class:`TerminateAsInterrupt` turns SIGTERM (schedulers, ``docker stop``, ``kill``) into the
@@ -19,6 +21,7 @@ import re
 import signal
 import threading
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +30,12 @@ from stable_baselines3.common.callbacks import BaseCallback, CheckpointCallback
 from stable_baselines3.common.running_mean_std import RunningMeanStd
 from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
+from delayzoo.zoo.buffers import buffer_suffix, save_buffer
 from delayzoo.zoo.errors import ZooError
 
 __all__ = [
     "AtomicCheckpointCallback",
+    "SaveBestModelCallback",
     "SaveNormalizationCallback",
     "TerminateAsInterrupt",
     "atomic_write",
@@ -64,19 +69,21 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
 def checkpoint_files(model_path: str | Path, env_name: str) -> tuple[Path, Path]:
     """The replay buffer and the normalisation statistics saved with the model ``model_path``.
 
-    A checkpoint ``rl_model_<steps>_steps.zip`` has ``rl_model_replay_buffer_<steps>_steps.pkl`` and
-    ``rl_model_vecnormalize_<steps>_steps.npz``; a final model has ``replay_buffer.pkl`` and
-    ``<env_name>/vecnormalize.npz`` (rl_zoo3's layout).
+    A checkpoint ``rl_model_<steps>_steps.zip`` has ``rl_model_replay_buffer_<steps>_steps.npz`` and
+    ``rl_model_vecnormalize_<steps>_steps.npz``; a final model has ``replay_buffer.npz`` and
+    ``<env_name>/vecnormalize.npz`` (rl_zoo3's layout, with plain arrays). A buffer saved as a pickle,
+    or before plain buffers had their own name, has the same name ending in ``.pkl``
+    (:mod:`delayzoo.zoo.buffers`).
     """
     model_path = Path(model_path)
     match = _CHECKPOINT.match(model_path.name)
     if match:
         steps = match.group(1)
         return (
-            model_path.with_name(f"rl_model_replay_buffer_{steps}_steps.pkl"),
+            model_path.with_name(f"rl_model_replay_buffer_{steps}_steps.npz"),
             model_path.with_name(f"rl_model_vecnormalize_{steps}_steps.npz"),
         )
-    return model_path.with_name("replay_buffer.pkl"), model_path.parent / str(env_name) / "vecnormalize.npz"
+    return model_path.with_name("replay_buffer.npz"), model_path.parent / str(env_name) / "vecnormalize.npz"
 
 
 # ---------------------------------------------------------------------- normalisation statistics
@@ -155,6 +162,18 @@ class SaveNormalizationCallback(BaseCallback):
         return True
 
 
+class SaveBestModelCallback(BaseCallback):
+    """Save the model as ``<folder>/best_model.zip``, atomically (the evaluation callback's new best model)."""
+
+    def __init__(self, folder: str | Path, verbose: int = 0) -> None:
+        super().__init__(verbose)
+        self.folder = Path(folder)
+
+    def _on_step(self) -> bool:
+        atomic_write(self.folder / "best_model.zip", self.model.save)
+        return True
+
+
 class AtomicCheckpointCallback(CheckpointCallback):
     """SB3's ``CheckpointCallback``, writing atomically, the model last, and statistics as ``.npz``."""
 
@@ -163,7 +182,8 @@ class AtomicCheckpointCallback(CheckpointCallback):
             return True
         buffer = getattr(self.model, "replay_buffer", None)
         if self.save_replay_buffer and buffer is not None and hasattr(self.model, "save_replay_buffer"):
-            atomic_write(self._checkpoint_path("replay_buffer_", extension="pkl"), self.model.save_replay_buffer)
+            path = self._checkpoint_path("replay_buffer_", extension=buffer_suffix(self.model))
+            atomic_write(path, partial(save_buffer, self.model))
         statistics = self.model.get_vec_normalize_env()
         if self.save_vecnormalize and statistics is not None:
             save_normalization(statistics, self._checkpoint_path("vecnormalize_", extension="npz"))

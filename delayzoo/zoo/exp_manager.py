@@ -23,7 +23,9 @@
 - nothing in a hyperparameter file or a run folder runs code unless ``--trust-run-files`` is given
   (:mod:`delayzoo.zoo.trust`; normalisation statistics are plain ``.npz`` arrays, a pickled
   ``vecnormalize.pkl`` is refused; SB3 model files are loaded without their pickled entries
-  (:mod:`delayzoo.zoo.sb3_files`) and SB3's pickled replay buffers are refused).
+  (:mod:`delayzoo.zoo.sb3_files`); replay buffers are plain ``.npz`` arrays where they can be (our
+  agents', SB3's ``ReplayBuffer`` and ``DictReplayBuffer``), and the pickled ones are refused
+  (:mod:`delayzoo.zoo.buffers`)).
 """
 
 from __future__ import annotations
@@ -44,19 +46,23 @@ from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
-from rl_zoo3.callbacks import SaveVecNormalizeCallback
+from rl_zoo3.callbacks import ParallelTrainCallback, SaveVecNormalizeCallback
 from rl_zoo3.exp_manager import ExperimentManager
 from rl_zoo3.utils import ALGOS
+from sb3_contrib import TQC
 from sb3_contrib.common.vec_env import AsyncEval
+from stable_baselines3 import SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.callbacks import CheckpointCallback, EvalCallback
+from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback, EvalCallback
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize, VecTransposeImage
 
 from delayzoo.agents.common.evaluation import LifeLossEpisodeStarts
 from delayzoo.agents.common.plain_save import MAX_DATA_BYTES, NotAModelFileError, PlainSaveMixin
+from delayzoo.zoo.buffers import buffer_suffix, load_buffer, save_buffer
 from delayzoo.zoo.checkpoints import (
     AtomicCheckpointCallback,
+    SaveBestModelCallback,
     SaveNormalizationCallback,
     TerminateAsInterrupt,
     atomic_write,
@@ -173,17 +179,21 @@ class DelayExperimentManager(ExperimentManager):
         self._terminate = TerminateAsInterrupt()
         self._created: Path | None = None
         self._custom_config: str | None = kwargs.get("config") or None
+        self._python_config = False
 
     # ------------------------------------------------------------------ set-up
     def setup_experiment(self) -> tuple[BaseAlgorithm, dict[str, Any]] | None:
-        """rl_zoo3's set-up; on failure the folders it created are removed and bad input becomes a :class:`ZooError`."""
+        """rl_zoo3's set-up; on failure the folders it created are removed and bad input (``ValueError``,
+        ``TypeError``, ``AssertionError``, Gymnasium's errors such as ``InvalidBound``) becomes a :class:`ZooError`."""
         try:
             return super().setup_experiment()
         except BaseException as error:
             self._remove_created()
             if isinstance(error, NotAModelFileError):
                 raise ZooError(str(error)) from error
-            if isinstance(error, (ValueError, TypeError, AssertionError)) and not isinstance(error, ZooError):
+            if isinstance(error, (ValueError, TypeError, AssertionError, gym.error.Error)) and not isinstance(
+                error, ZooError
+            ):
                 raise ZooError(f"{type(error).__name__}: {error}") from error
             raise
 
@@ -193,6 +203,7 @@ class DelayExperimentManager(ExperimentManager):
             self.algo, self.env_name.gym_id, self.kind, self.zoo.preset, self.zoo.pixels, self._custom_config
         )
         key, hyperparams, self.config = entry.key, entry.hyperparams, str(entry.path)
+        self._python_config = entry.python
         print(f"Loading hyperparameters from: {self.config} (entry {key!r})")
         entry_delay = hyperparams.pop("delay", None) or {}
         if not isinstance(entry_delay, dict):
@@ -254,7 +265,10 @@ class DelayExperimentManager(ExperimentManager):
             if self.n_timesteps <= 0:
                 raise ZooError(f"the hyperparameters from {self.config} have no n_timesteps: add it or pass -n STEPS")
             hyperparams = {**hyperparams, "n_timesteps": self.n_timesteps}  # rl_zoo3 expects the key
-        hyperparams = safe_hyperparams(hyperparams, str(self.config), self.zoo.trust_run_files)
+        typed = set(self.custom_hyperparams or {})  # -params: what the user typed is not checked
+        from_files = {name: value for name, value in hyperparams.items() if name not in typed}
+        trusted = self.zoo.trust_run_files or self._python_config
+        hyperparams = {**hyperparams, **safe_hyperparams(from_files, str(self.config), trusted)}
         processed = super()._preprocess_hyperparams(hyperparams)
         self._check_constructor_keys(processed[0])
         if self._eval_env_kwargs_args is None:
@@ -413,8 +427,17 @@ class DelayExperimentManager(ExperimentManager):
 
         Checkpoints hold the replay buffer with ``--save-replay-buffer`` and the normalisation statistics
         when observations or rewards are normalised, so ``-i rl_model_<steps>_steps.zip`` resumes from
-        the last complete checkpoint after a crash or a SIGKILL.
+        the last complete checkpoint after a crash or a SIGKILL. A new best model of the evaluation
+        callback is written the same way (statistics, then ``best_model.zip``). rl_zoo3's
+        ``ParallelTrainCallback`` is refused for algorithms other than SAC and TQC, which it cannot train.
         """
+        parallel = any(isinstance(callback, ParallelTrainCallback) for callback in self.callbacks)
+        if parallel and not issubclass(ALGOS[self.algo], (SAC, TQC)):
+            raise ZooError(
+                "callback rl_zoo3.callbacks.ParallelTrainCallback trains SAC and TQC only (it reloads the model as "
+                f"one of them and trains that copy in a thread); --algo {self.algo} is not one of them: remove the "
+                "callback"
+            )
         super().create_callbacks()
         for index, callback in enumerate(self.callbacks):
             if type(callback) is CheckpointCallback:
@@ -426,11 +449,18 @@ class DelayExperimentManager(ExperimentManager):
                     save_vecnormalize=bool(self.normalize),
                     verbose=callback.verbose,
                 )
-            elif isinstance(callback, EvalCallback) and isinstance(
-                callback.callback_on_new_best, SaveVecNormalizeCallback
-            ):
-                callback.callback_on_new_best = SaveNormalizationCallback(self.params_path)
-                callback.callback_on_new_best.parent = callback
+            elif isinstance(callback, EvalCallback):
+                on_new_best: list[BaseCallback] = []
+                if isinstance(callback.callback_on_new_best, SaveVecNormalizeCallback):
+                    on_new_best.append(SaveNormalizationCallback(self.params_path))
+                elif callback.callback_on_new_best is not None:
+                    on_new_best.append(callback.callback_on_new_best)
+                if callback.best_model_save_path is not None:
+                    on_new_best.append(SaveBestModelCallback(callback.best_model_save_path))
+                    callback.best_model_save_path = None  # SB3 would write best_model.zip in place
+                if on_new_best:
+                    callback.callback_on_new_best = CallbackList(on_new_best)
+                    callback.callback_on_new_best.parent = callback
 
     # ------------------------------------------------------------------ training
     def _load_pretrained_agent(self, hyperparams: dict[str, Any], env: VecEnv) -> BaseAlgorithm:
@@ -448,15 +478,8 @@ class DelayExperimentManager(ExperimentManager):
             )
         self.args.resume_timesteps = int(model.num_timesteps)
         replay_buffer, _ = checkpoint_files(self.trained_agent, self.env_name)
-        if replay_buffer.is_file() and hasattr(model, "load_replay_buffer"):
-            if not (ours or self.zoo.trust_run_files):
-                raise ZooError(
-                    f"{replay_buffer} is a pickle (Stable-Baselines3's replay buffer format), and loading it could "
-                    "run code; pass --trust-run-files if you trust this run folder (or move the file away to "
-                    "resume with an empty buffer)"
-                )
-            print(f"Loading replay buffer {replay_buffer}")
-            model.load_replay_buffer(replay_buffer, truncate_last_traj=self.truncate_last_trajectory)
+        if hasattr(model, "load_replay_buffer"):
+            load_buffer(model, replay_buffer, self.zoo.trust_run_files, self.truncate_last_trajectory)
         return model
 
     def learn(self, model: BaseAlgorithm) -> None:
@@ -506,7 +529,8 @@ class DelayExperimentManager(ExperimentManager):
                 and (self.save_replay_buffer or self.interrupted)
             ):
                 print("Saving replay buffer")
-                atomic_write(os.path.join(self.save_path, "replay_buffer.pkl"), model.save_replay_buffer)
+                path = os.path.join(self.save_path, f"replay_buffer.{buffer_suffix(model)}")
+                atomic_write(path, partial(save_buffer, model))
             statistics = model.get_vec_normalize_env()
             if self.normalize and statistics is not None:
                 save_normalization(statistics, os.path.join(self.params_path, "vecnormalize.npz"))

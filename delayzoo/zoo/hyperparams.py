@@ -4,8 +4,10 @@ Our files are ``delayzoo/hyperparams/<algo>.yml`` inside the package (rl_zoo3's 
 env id), so every install finds them; the ``DELAYZOO_HYPERPARAMS`` environment variable names another
 folder to use instead. rl_zoo3's own files (``rl_zoo3/hyperparams/<algo>.yml``) fill in for what ours
 do not cover, so every rl_zoo3 algorithm and env runs without ``-conf``. Any other file can be given
-with ``-conf FILE.yml`` (YAML only: unlike rl_zoo3, the zoo does not run Python configuration files);
-then only that file is read.
+with ``-conf``, then only that file is read: a YAML file (``FILE.yml``), or, as in rl_zoo3, a Python file
+(``FILE.py``) or module (``package.module``) whose ``hyperparams`` mapping holds the entries. A Python
+file is code the user runs by naming it, like a script, so its entries are trusted as they are
+(:attr:`HyperparamsEntry.python`); YAML entries are checked (:mod:`delayzoo.zoo.trust`).
 
 An entry is chosen by, in order:
 
@@ -23,8 +25,10 @@ losses, so that wrapper is dropped from them (their ``frame_stack`` and the rest
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import os
+import runpy
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ __all__ = [
     "find_entry",
     "hyperparams_dir",
     "hyperparams_file",
+    "load_config",
     "load_hyperparams_file",
     "rl_zoo3_hyperparams_dir",
     "select_entry",
@@ -45,6 +50,7 @@ __all__ = [
 ENV_VARIABLE = "DELAYZOO_HYPERPARAMS"
 ATARI_WRAPPER = "stable_baselines3.common.atari_wrappers.AtariWrapper"
 _FALLBACKS = {"atari": ("atari",), "dmc": ("dm_control",)}
+_YAML = (".yml", ".yaml")
 
 
 def hyperparams_dir() -> Path:
@@ -82,11 +88,13 @@ class HyperparamsEntry:
     :param path: the YAML file it comes from
     :param key: its key in that file (an env id, ``"<env id>@<preset>"``, ``"atari"``, ``"default"``, ...)
     :param hyperparams: a copy of the entry
+    :param python: it comes from a Python file or module the user named with ``-conf`` (trusted as code they run)
     """
 
     path: Path
     key: str
     hyperparams: dict[str, Any]
+    python: bool = False
 
 
 def find_entry(
@@ -103,8 +111,8 @@ def find_entry(
     :raise ZooError: when no entry applies
     """
     if config:
-        key, hyperparams = select_entry(load_hyperparams_file(config), env_id, kind, preset, pixels)
-        return HyperparamsEntry(Path(config), key, hyperparams)
+        key, hyperparams = select_entry(load_config(config), env_id, kind, preset, pixels)
+        return HyperparamsEntry(Path(config), key, hyperparams, python=not config.endswith(_YAML))
     ours_path, theirs_path = hyperparams_dir() / f"{algo}.yml", rl_zoo3_hyperparams_dir() / f"{algo}.yml"
     ours = load_hyperparams_file(ours_path) if ours_path.is_file() else {}
     theirs = load_hyperparams_file(theirs_path) if theirs_path.is_file() and ours_path != theirs_path else {}
@@ -141,6 +149,38 @@ def _without_atari_wrapper(hyperparams: dict[str, Any]) -> dict[str, Any]:
 
 def _wrapper_name(wrapper: Any) -> Any:
     return next(iter(wrapper)) if isinstance(wrapper, dict) and len(wrapper) == 1 else wrapper
+
+
+def load_config(config: str) -> dict[str, dict[str, Any]]:
+    """The entries of a ``-conf`` argument, read as rl_zoo3 reads it: a YAML file (``.yml``/``.yaml``, see
+    :func:`load_hyperparams_file`), a Python file (``.py``, run) or a module name (imported), whose
+    ``hyperparams`` mapping holds the entries.
+
+    :raise ZooError: for a file that does not exist, a Python file or module that fails or has no
+        ``hyperparams`` mapping of mappings
+    """
+    if config.endswith(_YAML):
+        return load_hyperparams_file(config)
+    try:
+        if config.endswith(".py"):
+            if not Path(config).is_file():
+                raise ZooError(f"hyperparameter file {config!r} does not exist")
+            content = runpy.run_path(config).get("hyperparams")
+        else:
+            content = getattr(importlib.import_module(config), "hyperparams", None)
+    except ZooError:
+        raise
+    except Exception as error:
+        kind = "file" if config.endswith(".py") else "module"
+        raise ZooError(
+            f"-conf {config!r}: the Python {kind} fails ({type(error).__name__}: {error}); -conf takes a YAML file "
+            "(.yml/.yaml), a Python file (.py) or a module (package.module) defining hyperparams"
+        ) from None
+    if not isinstance(content, dict) or not all(isinstance(entry, dict) for entry in content.values()):
+        raise ZooError(
+            f"-conf {config!r} must define hyperparams, a mapping from env ids to mappings of hyperparameters"
+        )
+    return content
 
 
 def load_hyperparams_file(path: str | Path) -> dict[str, dict[str, Any]]:

@@ -13,8 +13,8 @@ Every rl_zoo3 flag works (``-n``, ``--seed``, ``-f``, ``-tb``, ``--eval-freq``, 
     --preset NAME                               use the YAML entry "<env id>@NAME" (e.g. CartPole-v1@delayed)
     --pixels                                    DeepMind Control tasks as 64x64 images
     --trust-run-files                           import any class name and evaluate keyword strings of the
-                                                YAML file; unpickle a resumed run's vecnormalize.pkl, SB3
-                                                replay buffer and the pickled entries of its SB3 model
+                                                YAML file; unpickle a resumed run's vecnormalize.pkl,
+                                                replay_buffer.pkl and the pickled entries of its SB3 model
 
 Example::
 
@@ -22,9 +22,12 @@ Example::
         --pending-view -n 50000 --seed 0
 
 Bad input (unknown algorithm or env, a hyperparameter the algorithm does not take, contradictory delay
-flags, a resume file of another algorithm or env or that is not a model file, a YAML file with Python
-tags, class names outside the trusted packages) prints a one-line message and exits with code 2 before
-anything is written. SIGTERM is handled like Ctrl-C: the model and the replay buffer are saved.
+flags, a resume file of another algorithm or env or that is not a model file, a replay buffer file that
+is cut short or does not fit, a YAML file with Python tags, class names outside the trusted packages, an
+env or wrapper that refuses its settings) prints a one-line message and exits with code 2 before
+anything is written. Values typed with ``-params`` and Python ``-conf`` files or modules are the user's
+own and are not checked (:mod:`delayzoo.zoo.trust`). SIGTERM is handled like Ctrl-C: the model and the
+replay buffer are saved.
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--trust-run-files",
         action="store_true",
         help="run code from the YAML file and the resumed run folder as rl_zoo3 does (any class name, keyword "
-        "strings evaluated as Python, pickled vecnormalize.pkl, SB3 replay buffers and model entries); only for "
+        "strings evaluated as Python, pickled vecnormalize.pkl, replay_buffer.pkl and SB3 model entries); only for "
         "files you trust",
     )
     return parser

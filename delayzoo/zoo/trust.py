@@ -14,7 +14,9 @@ instead:
   ``delayzoo.agents.common.extractors.SmallCNN``) and nothing else.
 
 ``--trust-run-files`` lifts both rules (rl_zoo3's own behaviour: any name is imported, strings are
-evaluated as Python), for files you wrote yourself.
+evaluated as Python), for files you wrote yourself. What the user types is not checked: values given
+with ``-params`` on the command line (rl_zoo3 evaluates them as Python when it parses them) and the
+entries of a Python ``-conf`` file or module, which the user names to run it, like a script.
 """
 
 from __future__ import annotations
@@ -43,7 +45,14 @@ __all__ = [
     "safe_hyperparams",
 ]
 
-TRUSTED_PREFIXES = ("delayzoo.", "gymnasium.wrappers.", "stable_baselines3.", "sb3_contrib.", "rl_zoo3.wrappers.")
+TRUSTED_PREFIXES = (
+    "delayzoo.",
+    "gymnasium.wrappers.",
+    "stable_baselines3.",
+    "sb3_contrib.",
+    "rl_zoo3.wrappers.",
+    "rl_zoo3.callbacks.",
+)
 """The packages whose classes a file may name without ``--trust-run-files``."""
 
 NAME_KEYS: dict[str, type] = {

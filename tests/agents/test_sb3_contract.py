@@ -3,6 +3,7 @@ replay buffer save/load, callbacks (progress bar, tensorboard) and several envs.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -142,3 +143,77 @@ def test_several_envs_step_together(make):
     model = make(env, train_freq=(2, "step"))
     model.learn(40)
     assert model.n_envs == 2 and model.num_timesteps == 40 and model._n_updates > 0
+
+
+class ThreeActions(gym.ActionWrapper):
+    """CartPole with a third action (pushing left again): the same observations, another action count."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.action_space = gym.spaces.Discrete(3)
+
+    def action(self, action: int) -> int:
+        return int(action) % 2
+
+
+def _buffer_state(model: BaseAlgorithm) -> Any:
+    buffer = model.replay_buffer
+    return (buffer, buffer.pos, buffer.actions.copy()) if hasattr(buffer, "pos") else (buffer, len(buffer))
+
+
+@pytest.mark.parametrize("case", ["truncated", "pickle", "other agent", "other observations", "other action count"])
+def test_a_replay_file_that_does_not_fit_is_refused_naming_it_and_nothing_is_loaded(make, case, tmp_path):
+    model = make().learn(40)
+    saved = tmp_path / "buffer.npz"
+    model.save_replay_buffer(saved)
+    if case == "truncated":
+        saved.write_bytes(saved.read_bytes()[: saved.stat().st_size // 2])
+        message = "is not a complete .npz archive"
+    elif case == "pickle":
+        saved.write_bytes(pickle.dumps({"pos": 1}))
+        message = "holds pickled data"
+    elif case == "other agent":
+        other, fast = AGENTS["pwm" if isinstance(model, DelayedEZ) else "delayed_ez"]
+        other("MlpPolicy", "CartPole-v1", seed=0, device="cpu", **fast).learn(40).save_replay_buffer(saved)
+        message = f"holds the replay buffer of {other.__name__}, not one of {type(model).__name__}"
+    target = make(ThreeActions(gym.make("CartPole-v1")) if case == "other action count" else
+                  gym.make("Acrobot-v1") if case == "other observations" else None)
+    if case == "other observations":
+        message = r"observations of shape \(4,\), the model takes \(6,\)"
+    elif case == "other action count":
+        message = "2 actions, this model has 3|over 2 actions, the model has 3"
+    target.learn(20)
+    before = _buffer_state(target)
+    with pytest.raises(ValueError, match=message) as error:
+        target.load_replay_buffer(saved)
+    assert str(saved) in str(error.value)
+    after = _buffer_state(target)
+    assert after[0] is before[0] and all(np.array_equal(a, b) for a, b in zip(after[1:], before[1:]))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_predict_names_the_non_finite_observation_entry(make, bad):
+    model = make()
+    observation = np.zeros((2, 4), dtype=np.float32)
+    observation[1, 2] = bad
+    with pytest.raises(ValueError, match=rf"non-finite observation passed to predict: entry \[1, 2\] .* is {bad}"):
+        model.predict(observation)
+
+
+def test_load_names_the_missing_path_as_given(make, tmp_path):
+    with pytest.raises(FileNotFoundError) as error:
+        type(make()).load(tmp_path / "nope.zip")
+    assert f"'{tmp_path / 'nope.zip'}'" in str(error.value) and "nope.zip.zip" not in str(error.value)
+
+
+def test_a_replay_file_saved_before_the_format_entry_still_loads(make, tmp_path):
+    model = make().learn(40)
+    model.save_replay_buffer(tmp_path / "buffer.npz")
+    with np.load(tmp_path / "buffer.npz") as data:
+        arrays = {name: data[name] for name in data.files if name != "format"}
+    np.savez(tmp_path / "legacy.npz", **arrays)
+    other = make()
+    other.load_replay_buffer(tmp_path / "legacy.npz")
+    other.save_replay_buffer(tmp_path / "again.npz")
+    with np.load(tmp_path / "again.npz") as again:
+        np.testing.assert_array_equal(again["rewards"], arrays["rewards"])

@@ -35,6 +35,8 @@ CASES = [
     (["--pixels"], "--pixels applies to dm_control/ ids, not to 'CartPole-v1'"),
     (["-i", "missing.zip"], "-i 'missing.zip' must be an existing .zip file"),
     (["-params", "batch_size:1"], "AssertionError: `batch_size` must be greater than 1"),
+    (["-params", "env_wrapper:[{'gymnasium.wrappers.NormalizeReward': {'gamma': 2.0}}]"],
+     "InvalidBound: `gamma` should be in the interval [0, 1]. Received 2.0"),
     (["--algo", "pwm", "--delay", "2", "-params", "delay_mode:'forecast'"],
      "delay_mode='forecast' needs the pending actions and the delay in the observation"),
     (["--algo", "pwm", "--delay", "2", "--pending-view", "-params", "delay_mode:'predictive'"],
@@ -46,7 +48,8 @@ CASES = [
 def test_bad_input_exits_2_with_a_message_and_writes_nothing(argv, message, tmp_path, capsys):
     logs = tmp_path / "logs"
     assert train.main([*argv, "-f", str(logs), *BOUNDED]) == 2
-    assert message in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert message in error and len(error.strip().splitlines()) == 1
     assert files_under(logs) == []
 
 

@@ -74,7 +74,7 @@ def test_sigkill_then_sigterm_then_resume_continue_the_step_counter_and_the_repl
     assert not (run / "CartPole-v1.zip").exists()
     for steps in checkpoints(run):  # every checkpoint that exists is complete
         assert saved_steps(run / f"rl_model_{steps}_steps.zip") == steps
-        assert (run / f"rl_model_replay_buffer_{steps}_steps.pkl").is_file() == with_buffer
+        assert (run / f"rl_model_replay_buffer_{steps}_steps.npz").is_file() == with_buffer  # plain arrays
     killed_at = checkpoints(run)[-1]
     checkpoint = run / f"rl_model_{killed_at}_steps.zip"
 
@@ -97,9 +97,9 @@ def test_sigkill_then_sigterm_then_resume_continue_the_step_counter_and_the_repl
     run3 = logs / "CartPole-v1_3"
     assert saved_steps(run3 / "CartPole-v1.zip") == terminated_at + save_freq
     if with_buffer:
-        at_kill = replay_size(algo, checkpoint, run / f"rl_model_replay_buffer_{killed_at}_steps.pkl")
-        at_term = replay_size(algo, run2 / "CartPole-v1.zip", run2 / "replay_buffer.pkl")
-        at_end = replay_size(algo, run3 / "CartPole-v1.zip", run3 / "replay_buffer.pkl")
+        at_kill = replay_size(algo, checkpoint, run / f"rl_model_replay_buffer_{killed_at}_steps.npz")
+        at_term = replay_size(algo, run2 / "CartPole-v1.zip", run2 / "replay_buffer.npz")
+        at_end = replay_size(algo, run3 / "CartPole-v1.zip", run3 / "replay_buffer.npz")
         assert at_kill > 0
         if algo == "pwm":  # one stored step per env step
             assert at_kill >= killed_at - 1 and at_term >= at_kill + (terminated_at - killed_at) - 1

@@ -76,7 +76,7 @@ def test_sigint_saves_model_and_replay_buffer_and_resume_continues_the_step_coun
     assert process.returncode == 0, output[-3000:]
     interrupted_at = saved_steps(run / "CartPole-v1.zip")
     assert 200 <= interrupted_at < 1_000_000
-    assert (run / "replay_buffer.pkl").stat().st_size > 0
+    assert (run / "replay_buffer.npz").stat().st_size > 0 and not (run / "replay_buffer.pkl").exists()
     args = read_run_yaml(run / "CartPole-v1" / "args.yml")
     assert (args["delay"], args["delay_process"], args["delay_p"], args["min_delay"], args["pending_view"]) == (
         3, "random-walk", 0.3, 0, True
@@ -85,9 +85,9 @@ def test_sigint_saves_model_and_replay_buffer_and_resume_continues_the_step_coun
     assert config["policy"] == "MultiInputPolicy" and config["delay"]["process"] == "random-walk"
     assert (run / "0.monitor.csv").read_text().count("\n") > 2
 
-    # SB3 buffers are pickles
+    # SB3's DictReplayBuffer is saved as plain arrays, which resume without --trust-run-files
     resumed = run_module("delayzoo.zoo.train", *common, "-n", "100", "--save-freq", "50",
-                         "-i", str(run / "CartPole-v1.zip"), "--trust-run-files", cwd=tmp_path)
+                         "-i", str(run / "CartPole-v1.zip"), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Loading replay buffer" in resumed.stdout
     second = tmp_path / "logs/dqn/CartPole-v1_2"

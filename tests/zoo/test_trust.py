@@ -19,7 +19,7 @@ from delayzoo.zoo import eval as zoo_eval
 from delayzoo.zoo import train
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import hyperparams_dir
-from delayzoo.zoo.trust import parse_kwargs, resolve_name
+from delayzoo.zoo.trust import check_names, parse_kwargs, resolve_name
 from tests.zoo.helpers import TINY_PPO, files_under, run_module
 
 BOUNDED = ["-n", "64", "--eval-freq", "-1", "--num-threads", "1"]
@@ -302,3 +302,62 @@ def test_classes_named_beside_a_pickled_policy_kwargs_are_read_back_only_from_al
         "<class 'os.system'>", "<class 'subprocess.Popen'>", "<function f at 0x1>", "<class 'torch.optim.nope'>"
     ):
         assert _saved_class(text) is None
+
+
+def test_callbacks_typed_with_params_or_from_rl_zoo3_are_not_refused(tmp_path, capsys):
+    argv = ["--algo", "ppo", "--env", "CartPole-v1", "-f", str(tmp_path / "logs"), *BOUNDED]
+    raw = "callback:'rl_zoo3.callbacks.RawStatisticsCallback'"  # it writes to tensorboard, hence -tb
+    assert train.main([*argv, "-tb", str(tmp_path / "tb"), *TINY_PPO, raw]) == 0
+    # a name typed on the command line is the user's own, even outside the packages files may name
+    assert train.main([*argv, *TINY_PPO, "callback:'tests.zoo.helpers.CountSteps'"]) == 0
+    # in a file, rl_zoo3's callbacks are as safe as its wrappers; other names are still refused
+    check_names({"callback": ["rl_zoo3.callbacks.RawStatisticsCallback", "rl_zoo3.callbacks.ParallelTrainCallback"]},
+                "test.yml")
+    capsys.readouterr()
+    assert train.main(["-conf", conf(tmp_path, callback="tests.zoo.helpers.CountSteps"),
+                       "-f", str(tmp_path / "logs"), *BOUNDED]) == 2
+    assert "callback in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("algo", ["pwm", "ppo"])
+def test_parallel_train_callback_is_not_refused_as_untrusted_but_named_where_it_cannot_apply(algo, tmp_path, capsys):
+    logs = tmp_path / "logs"
+    argv = ["--algo", algo, "--env", "CartPole-v1", "-f", str(logs), *BOUNDED,
+            "-params", "callback:'rl_zoo3.callbacks.ParallelTrainCallback'"]
+    assert train.main(argv) == 2
+    error = capsys.readouterr().err
+    assert "ParallelTrainCallback trains SAC and TQC only" in error and f"--algo {algo} is not one of them" in error
+    assert "outside the packages" not in error and len(error.strip().splitlines()) == 1 and files_under(logs) == []
+
+
+PYTHON_CONF = """
+import torch.nn as nn
+
+hyperparams = {{
+    "{env}": dict(policy="MlpPolicy", n_timesteps=64, n_steps=64, batch_size=64, n_epochs=1,
+                  policy_kwargs=dict(net_arch=[8], activation_fn=nn.ReLU)),
+}}
+"""
+
+
+def test_python_hyperparameter_files_and_modules_run_as_in_rl_zoo3(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "my_config.py"
+    path.write_text(PYTHON_CONF.format(env="CartPole-v1"))
+    assert train.main(["-conf", str(path), "-f", str(tmp_path / "logs"), *BOUNDED]) == 0
+    config = yaml.safe_load((tmp_path / "logs/ppo/CartPole-v1_1/CartPole-v1/config.yml").read_text().replace(
+        "!!python/name:torch.nn.modules.activation.ReLU ''", "ReLU"))
+    assert config["policy_kwargs"]["net_arch"] == [8]
+    package = tmp_path / "my_confs"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "ppo_success.py").write_text(PYTHON_CONF.format(env="DelayzooSuccess-v0"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["--env", "DelayzooSuccess-v0", "--gym-packages", "tests.zoo.gym_package", "-conf", "my_confs.ppo_success",
+            "-f", str(tmp_path / "logs"), *BOUNDED]
+    assert train.main(argv) == 0
+    capsys.readouterr()
+    path.write_text("hyperparams = undefined_name\n")
+    assert train.main(["-conf", str(path), "-f", str(tmp_path / "other"), *BOUNDED]) == 2
+    error = capsys.readouterr().err
+    assert f"-conf '{path}': the Python file fails (NameError" in error and len(error.strip().splitlines()) == 1
+    assert files_under(tmp_path / "other") == []

@@ -3,7 +3,8 @@
 A bad hyperparameter is refused in the constructor with a ``ValueError`` (``TypeError`` for a value
 of the wrong type) that names it, the value and the valid range, instead of training silently or
 failing deep inside torch. A non-finite reward or observation is refused when the env returns it,
-before the replay buffer (and so any update) sees it.
+before the replay buffer (and so any update) sees it, and a non-finite observation given to ``predict``
+is refused before the network sees it (it would otherwise look like a diverged network).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "check_finite_observation",
     "check_finite_step",
     "check_gradient_steps",
     "check_learning_rate",
@@ -147,3 +149,22 @@ def check_finite_step(step: int, observations: Any, rewards: Any = None, infos: 
                     f"non-finite terminal observation{where} at step {step} in env {env}; "
                     "the env must return finite observations"
                 )
+
+
+def check_finite_observation(observation: Any, where: str = "predict") -> None:
+    """Raise a ``ValueError`` naming the first non-finite entry (index, and key of a ``Dict`` observation).
+
+    :param observation: an observation or a batch of them (an array, or a dict of arrays), as given
+    :param where: what received it, for the message
+    """
+    parts = observation.items() if isinstance(observation, dict) else [(None, observation)]
+    for key, array in parts:
+        values = np.asarray(array)
+        if not np.issubdtype(values.dtype, np.floating) or np.isfinite(values).all():
+            continue
+        index = tuple(int(i) for i in np.argwhere(~np.isfinite(values))[0])
+        where_key = "" if key is None else f" of key {key!r}"
+        raise ValueError(
+            f"non-finite observation passed to {where}: entry {list(index)}{where_key} (shape {values.shape}) is "
+            f"{values[index]}; observations must be finite"
+        )

@@ -14,9 +14,11 @@ passes the constructor keywords through the constructor's own range checks, and 
 
 from __future__ import annotations
 
+import errno
 import inspect
 import io
 import json
+import os
 import pathlib
 import zipfile
 from typing import Any, ClassVar, TypeVar
@@ -134,10 +136,14 @@ def load_plain_zip(
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
     """Read an SB3 zip archive without unpickling: ``(data, params, pytorch_variables)``.
 
-    :param path: the archive (``.zip`` is appended when the path has no suffix and does not exist).
+    :param path: the archive (``.zip`` is appended when the path does not exist, as SB3 does).
+    :raise FileNotFoundError: naming the path given, when neither it nor it with ``.zip`` exists.
     :param device: where to put the tensors.
     :param print_system_info: print the system info stored at save time.
     """
+    if isinstance(path, (str, pathlib.Path)) and not (os.path.exists(path) or os.path.exists(f"{path}.zip")):
+        tried = "" if str(path).endswith(".zip") else f" (nor {path}.zip)"
+        raise FileNotFoundError(errno.ENOENT, f"No such file or directory{tried}", str(path))
     file = open_path(path, "r", suffix="zip")
     try:
         with zipfile.ZipFile(file) as archive:

@@ -41,6 +41,7 @@ from delayzoo.agents.common.checks import (
     warn_if_no_update,
 )
 from delayzoo.agents.common.plain_save import PlainSaveMixin
+from delayzoo.agents.common.replay_files import ReplayFileError, check_array, read_replay_file, save_replay_file
 from delayzoo.agents.common.run_time import report_first_update
 from delayzoo.agents.delayed_ez.config import SearchConfig, TargetConfig
 from delayzoo.agents.delayed_ez.losses import LossCoefficients, random_intensity, random_shift, unroll_losses
@@ -443,48 +444,48 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         if self.replay_buffer is None:
             raise ValueError("the replay buffer is not defined")
         running = [segment for writer in self._writers or [] if (segment := writer.unfinished()) is not None]
-        arrays = self.replay_buffer.state_arrays(running)
-        if isinstance(path, (str, pathlib.Path)):
-            path = pathlib.Path(path)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as handle:
-                np.savez(handle, **arrays)
-        else:
-            np.savez(path, **arrays)
+        save_replay_file(path, "DelayedEZ", self.replay_buffer.state_arrays(running))
 
     def load_replay_buffer(self, path: str | pathlib.Path | io.BufferedIOBase, truncate_last_traj: bool = True) -> None:
         """Load a replay buffer saved by :meth:`save_replay_buffer` for this model's spaces (never unpickles).
 
         Episodes that were running when it was saved come back as cut segments (bootstrapped at their
         last observation); the live env does not continue them, so ``truncate_last_traj`` has nothing
-        more to do (it is accepted for SB3's signature).
+        more to do (it is accepted for SB3's signature). The whole file is read and checked first: the
+        model is left unchanged when it is refused.
 
         :param path: file path or readable binary file
         :param truncate_last_traj: accepted for compatibility with SB3's ``load_replay_buffer``
-        :raises ValueError: when the saved frames or actions do not fit the model's spaces
+        :raises ReplayFileError: (a ``ValueError``) naming the file, when it is not a complete buffer of
+            DelayedEZ or its frames, frame stack or actions do not fit the model's spaces
         """
-        with np.load(path, allow_pickle=False) as arrays:
-            buffer = PrioritizedGameBuffer.from_arrays(arrays)
-        self._check_buffer(buffer)
+        arrays = read_replay_file(path, "DelayedEZ")
+        self._check_buffer_file(path, arrays)
+        buffer = PrioritizedGameBuffer.from_arrays(arrays, path)
         self._drop_prefetched()
         self.replay_buffer = buffer
 
-    def _check_buffer(self, buffer: PrioritizedGameBuffer) -> None:
+    def _check_buffer_file(self, path: Any, arrays: dict[str, np.ndarray]) -> None:
+        """Refuse a saved buffer whose frame stack, observations or action count differ from the model's."""
         observation = self.observation_space
         if isinstance(observation, spaces.Dict):
             observation = observation["observation"]
         expected = tuple(observation.shape)
-        if buffer.frame_stack != self.frame_stack:
-            raise ValueError(f"the replay buffer stacks {buffer.frame_stack} frames, the model {self.frame_stack}")
-        if buffer.frame_shape is not None:
-            stacked = (buffer.frame_stack * buffer.frame_shape[0], *buffer.frame_shape[1:])
-            if stacked != expected:
-                raise ValueError(f"the replay buffer holds observations of shape {stacked}, the model takes {expected}")
-            if buffer.num_actions != self.action_space.n:
-                raise ValueError(
-                    f"the replay buffer holds policies over {buffer.num_actions} actions, "
-                    f"the model has {self.action_space.n}"
-                )
+        frame_stack = int(check_array(path, arrays, "frame_stack", (), "iu"))
+        if frame_stack != self.frame_stack:
+            raise ReplayFileError(path, f"it stacks {frame_stack} frames, the model {self.frame_stack}")
+        if len(check_array(path, arrays, "lengths", None, "iu")) == 0:
+            return
+        frames = check_array(path, arrays, "frames", None, "iuf")
+        policies = check_array(path, arrays, "policies", None, "f")
+        stacked = (frame_stack * frames.shape[1], *frames.shape[2:]) if frames.ndim >= 2 else frames.shape
+        if stacked != expected:
+            raise ReplayFileError(path, f"it holds observations of shape {stacked}, the model takes {expected}")
+        if policies.ndim != 2 or policies.shape[1] != self.action_space.n:
+            width = policies.shape[1] if policies.ndim == 2 else policies.shape
+            raise ReplayFileError(
+                path, f"it holds policies over {width} actions, the model has {self.action_space.n}"
+            )
 
     # ----------------------------------------------------------------- acting and storing
     @staticmethod

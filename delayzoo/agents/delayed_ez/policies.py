@@ -21,6 +21,7 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
+from delayzoo.agents.common.checks import check_finite_observation
 from delayzoo.agents.common.pending import has_pending_view, read_pending_view
 from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.mcts import MCTS, forecast_latents
@@ -202,6 +203,11 @@ class DelayedEZPolicy(BasePolicy):
             probs = weights / weights.sum(axis=1, keepdims=True)
             actions = np.array([rng.choice(self.num_actions, p=p) for p in probs])
         return ActOutput(actions.astype(np.int64), visits, result.root_values, offsets.numpy())
+
+    def obs_to_tensor(self, observation: np.ndarray | dict[str, np.ndarray]) -> tuple[PyTorchObs, bool]:
+        """SB3's conversion, after refusing a non-finite observation by its entry (:func:`check_finite_observation`)."""
+        check_finite_observation(observation)
+        return super().obs_to_tensor(observation)
 
     def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> torch.Tensor:
         return torch.as_tensor(self.act(observation, deterministic).actions, device=self.device)

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from delayzoo.agents.common.replay_files import ReplayFileError, check_array
 from delayzoo.agents.delayed_ez.config import TargetConfig
 
 __all__ = ["GameSegment", "GameWriter", "PrioritizedGameBuffer", "ReplayBatch", "stack_frames"]
@@ -530,23 +531,76 @@ class PrioritizedGameBuffer:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: Any) -> PrioritizedGameBuffer:
-        """Inverse of :meth:`state_arrays` (``arrays``: a mapping such as an ``NpzFile``)."""
+    def from_arrays(cls, arrays: dict[str, np.ndarray], path: Any = None) -> PrioritizedGameBuffer:
+        """Inverse of :meth:`state_arrays`, for arrays read by :func:`~delayzoo.agents.common.replay_files.
+        read_replay_file` (``path`` names the file in messages).
+
+        :raise ReplayFileError: when the arrays do not describe a buffer :meth:`state_arrays` could have
+            written (missing or mistyped entries, segment lengths that claim more or fewer transitions or
+            frames than the arrays hold, actions outside the policies' width, negative priorities)
+        """
+        _check_state_arrays(arrays, path)
         frame_stack = int(arrays["frame_stack"])
         buffer = cls(int(arrays["capacity"]), float(arrays["alpha"]), float(arrays["eps"]), frame_stack)
-        lengths = np.asarray(arrays["lengths"], dtype=np.int64)
-        if len(lengths):
-            frames, actions, rewards = arrays["frames"], arrays["actions"], arrays["rewards"]
-            policies, has_policy, priorities = arrays["policies"], arrays["has_policy"], arrays["priorities"]
-            transition, frame = 0, 0
-            for length, start_id, terminated in zip(lengths, arrays["start_ids"], arrays["terminated"]):
-                span = slice(transition, transition + length)
-                game = GameSegment(
-                    frames[frame : frame + length + frame_stack], actions[span], rewards[span], policies[span],
-                    has_policy[span], bool(terminated), frame_stack,
-                )
-                buffer.add(game, priorities[span], int(start_id))
-                transition += length
-                frame += length + frame_stack
+        lengths = arrays["lengths"].astype(np.int64)
+        transition, frame = 0, 0
+        for length, start_id, terminated in zip(lengths, arrays["start_ids"], arrays["terminated"]):
+            span = slice(transition, transition + length)
+            game = GameSegment(
+                arrays["frames"][frame : frame + length + frame_stack], arrays["actions"][span],
+                arrays["rewards"][span], arrays["policies"][span], arrays["has_policy"][span], bool(terminated),
+                frame_stack,
+            )
+            buffer.add(game, arrays["priorities"][span], int(start_id))
+            transition += length
+            frame += length + frame_stack
         buffer.total_added = int(arrays["total_added"])
         return buffer
+
+
+def _check_state_arrays(arrays: dict[str, np.ndarray], path: Any) -> None:
+    """Check the arrays of a saved :class:`PrioritizedGameBuffer` (see :meth:`PrioritizedGameBuffer.from_arrays`)."""
+    capacity = int(check_array(path, arrays, "capacity", (), "iu"))
+    alpha, eps = float(check_array(path, arrays, "alpha", (), "f")), float(check_array(path, arrays, "eps", (), "f"))
+    frame_stack = int(check_array(path, arrays, "frame_stack", (), "iu"))
+    total_added = int(check_array(path, arrays, "total_added", (), "iu"))
+    if capacity < 1 or frame_stack < 1 or total_added < 0 or not (np.isfinite([alpha, eps]).all() and alpha >= 0):
+        raise ReplayFileError(
+            path, f"its settings are out of range (capacity={capacity}, frame_stack={frame_stack}, "
+            f"total_added={total_added}, alpha={alpha}, eps={eps})",
+        )
+    lengths = check_array(path, arrays, "lengths", None, "iu")
+    count = len(lengths) if lengths.ndim == 1 else -1
+    check_array(path, arrays, "lengths", (count,), "iu")
+    check_array(path, arrays, "start_ids", (count,), "iu")
+    check_array(path, arrays, "terminated", (count,), "b")
+    if count == 0:
+        return
+    if lengths.min() < 1 or lengths.max() > capacity:
+        raise ReplayFileError(
+            path, f"its segment lengths must be in [1, {capacity}], found {lengths.min()}..{lengths.max()}"
+        )
+    transitions, frames = int(lengths.sum()), int(lengths.sum()) + count * frame_stack
+    claim = f"its lengths claim {transitions} transitions in {count} segments"
+    for name, kinds in (("actions", "iu"), ("rewards", "f"), ("has_policy", "b"), ("priorities", "f")):
+        held = check_array(path, arrays, name, None, kinds)
+        if held.shape != (transitions,):
+            raise ReplayFileError(path, f"{claim}, its {name!r} entry holds {held.shape} (expected ({transitions},))")
+    policies = check_array(path, arrays, "policies", None, "f")
+    if policies.ndim != 2 or policies.shape[0] != transitions or policies.shape[1] < 1:
+        raise ReplayFileError(
+            path, f"{claim}, its 'policies' entry holds {policies.shape} (expected ({transitions}, A))"
+        )
+    stored = check_array(path, arrays, "frames", None, "iuf")
+    if stored.ndim < 2 or stored.shape[0] != frames:
+        raise ReplayFileError(
+            path, f"{claim}, which need {frames} frames with frame_stack={frame_stack}; "
+            f"its 'frames' entry holds {stored.shape[:1]}",
+        )
+    actions, priorities = arrays["actions"], arrays["priorities"]
+    if actions.min() < 0 or actions.max() >= policies.shape[1]:
+        raise ReplayFileError(
+            path, f"its actions must be in [0, {policies.shape[1] - 1}], found {actions.min()}..{actions.max()}"
+        )
+    if not (np.isfinite(priorities).all() and priorities.min() >= 0):
+        raise ReplayFileError(path, "its priorities must be finite and >= 0")

@@ -13,6 +13,8 @@ from gymnasium import spaces
 from stable_baselines3.common.buffers import BaseBuffer
 from stable_baselines3.common.preprocessing import is_image_space
 
+from delayzoo.agents.common.replay_files import ReplayFileError, check_array, read_replay_file, save_replay_file
+
 try:
     import psutil
 except ImportError:  # optional, as in SB3's buffers
@@ -45,6 +47,9 @@ class SequenceReplayBuffer(BaseBuffer):
     :param n_envs: number of parallel envs.
     :param optimize_memory_usage: unused, accepted for SB3's constructor call.
     """
+
+    file_owner = "PWM"
+    """The owner named in the files :meth:`save` writes (:mod:`delayzoo.agents.common.replay_files`)."""
 
     def __init__(
         self,
@@ -162,27 +167,6 @@ class SequenceReplayBuffer(BaseBuffer):
             is_first=tensor(self.is_first),
         )
 
-    def _check_position(self, data: Any) -> None:
-        """Refuse a file whose write position, ``full`` flag or ``next_is_first`` do not fit this buffer."""
-        for name in ("pos", "full", "next_is_first"):
-            if name not in data:
-                raise ValueError(f"Replay buffer file does not match this buffer: it has no {name!r}")
-        pos, full, next_is_first = data["pos"], data["full"], data["next_is_first"]
-        if pos.shape != () or pos.dtype.kind not in "iu" or not 0 <= int(pos) < self.buffer_size:
-            raise ValueError(
-                f"Replay buffer file does not match this buffer: write position {pos.tolist()!r} is not an integer "
-                f"in [0, {self.buffer_size - 1}]"
-            )
-        if full.shape != () or full.dtype != np.bool_:
-            raise ValueError(
-                f"Replay buffer file does not match this buffer: 'full' is {full.tolist()!r}, not a boolean"
-            )
-        if next_is_first.shape != (self.n_envs,) or next_is_first.dtype != np.bool_:
-            raise ValueError(
-                f"Replay buffer file does not match this buffer: 'next_is_first' is {next_is_first.shape} "
-                f"{next_is_first.dtype}, expected ({self.n_envs},) bool"
-            )
-
     def _get_samples(self, batch_inds: np.ndarray, env=None):  # type: ignore[override]
         raise TypeError("SequenceReplayBuffer samples windows: call sample(batch_size, sequence_length)")
 
@@ -193,30 +177,65 @@ class SequenceReplayBuffer(BaseBuffer):
 
     def save(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:
         """Write the contents as a plain ``.npz`` archive (no pickled objects) at exactly ``path``."""
-        if isinstance(path, (str, pathlib.Path)):
-            pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
-            with open(path, "wb") as file:
-                self.save(file)
-            return
-        np.savez(
-            path, pos=np.int64(self.pos), full=np.bool_(self.full), next_is_first=self.next_is_first, **self._arrays()
+        extra = {"num_actions": np.int64(self.action_space.n)} if isinstance(self.action_space, spaces.Discrete) else {}
+        save_replay_file(
+            path,
+            self.file_owner,
+            {"pos": np.int64(self.pos), "full": np.bool_(self.full), "next_is_first": self.next_is_first,
+             **extra, **self._arrays()},
         )
 
     def load(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:
         """Read an archive written by :meth:`save` for the same spaces, capacity and number of envs.
 
-        Every array, the write position and the flags are checked before anything is changed.
+        The whole file is read and checked (every array, the write position, the flags, the stored
+        actions against the action space) before anything is changed.
+
+        :raise ReplayFileError: naming the file and what does not fit
         """
-        with np.load(path, allow_pickle=False) as data:
-            self._check_position(data)
-            for name, array in self._arrays().items():
-                if name not in data or data[name].shape != array.shape or data[name].dtype != array.dtype:
-                    found = None if name not in data else (data[name].shape, data[name].dtype)
-                    raise ValueError(
-                        f"Replay buffer file does not match this buffer: {name!r} is {found}, "
-                        f"expected {(array.shape, array.dtype)}"
-                    )
-            for name, array in self._arrays().items():
-                array[...] = data[name]
-            self.pos, self.full = int(data["pos"]), bool(data["full"])
-            self.next_is_first = data["next_is_first"].copy()
+        arrays = read_replay_file(path, self.file_owner)
+        self._check_file(path, arrays)
+        for name, array in self._arrays().items():
+            array[...] = arrays[name]
+        self.pos, self.full = int(arrays["pos"]), bool(arrays["full"])
+        self.next_is_first = arrays["next_is_first"].copy()
+
+    def _check_file(self, path: Any, arrays: dict[str, np.ndarray]) -> None:
+        """Refuse a file whose arrays, write position, flags or actions do not fit this buffer (see :meth:`load`)."""
+
+        def mismatch(reason: str) -> ReplayFileError:
+            return ReplayFileError(path, f"it does not match this buffer: {reason}")
+
+        for name in ("pos", "full", "next_is_first"):
+            if name not in arrays:
+                raise mismatch(f"it has no {name!r}")
+        pos, full, next_is_first = arrays["pos"], arrays["full"], arrays["next_is_first"]
+        if pos.shape != () or pos.dtype.kind not in "iu" or not 0 <= int(pos) < self.buffer_size:
+            raise mismatch(f"write position {pos.tolist()!r} is not an integer in [0, {self.buffer_size - 1}]")
+        if full.shape != () or full.dtype != np.bool_:
+            raise mismatch(f"'full' is {full.tolist()!r}, not a boolean")
+        if next_is_first.shape != (self.n_envs,) or next_is_first.dtype != np.bool_:
+            raise mismatch(
+                f"'next_is_first' is {next_is_first.shape} {next_is_first.dtype}, expected ({self.n_envs},) bool"
+            )
+        for name, array in self._arrays().items():
+            held = arrays.get(name)
+            if name.startswith("obs/") and held is not None and held.shape[2:] != array.shape[2:]:
+                key = "" if name == "obs/None" else f" (key {name[4:]!r})"
+                raise ReplayFileError(
+                    path, f"it holds observations{key} of shape {held.shape[2:]}, the model takes {array.shape[2:]}"
+                )
+            if held is None or held.shape != array.shape or held.dtype != array.dtype:
+                found = None if held is None else (held.shape, held.dtype)
+                meaning = f"{self.buffer_size} steps x {self.n_envs} envs"
+                raise mismatch(f"{name!r} is {found}, expected {(array.shape, array.dtype)} ({meaning})")
+        if isinstance(self.action_space, spaces.Discrete):
+            count = int(self.action_space.n)
+            saved = int(check_array(path, arrays, "num_actions", (), "iu")) if "num_actions" in arrays else count
+            actions = arrays["actions"]
+            if saved != count:
+                raise ReplayFileError(path, f"it was saved for {saved} actions, this model has {count}")
+            if actions.min(initial=0) < 0 or actions.max(initial=0) >= count:
+                raise ReplayFileError(
+                    path, f"it holds actions {int(actions.min())}..{int(actions.max())}, this model has {count}"
+                )

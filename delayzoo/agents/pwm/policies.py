@@ -12,6 +12,7 @@ from gymnasium import spaces
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
+from delayzoo.agents.common.checks import check_finite_observation
 from delayzoo.agents.common.pending import has_pending_view, read_pending_view
 from delayzoo.agents.common.scan import SCAN_METHODS
 from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, action_size
@@ -263,6 +264,11 @@ class PWMPolicy(BasePolicy):
             return raw, torch.nn.functional.one_hot(raw, actor.size).float()
         raw = dist.mean.view(batch, samples, -1).mean(1)
         return raw, raw.clamp(-1.0, 1.0)
+
+    def obs_to_tensor(self, observation: np.ndarray | dict[str, np.ndarray]) -> tuple[PyTorchObs, bool]:
+        """SB3's conversion, after refusing a non-finite observation by its entry (:func:`check_finite_observation`)."""
+        check_finite_observation(observation)
+        return super().obs_to_tensor(observation)
 
     def _predict(self, observation: PyTorchObs, deterministic: bool = False) -> torch.Tensor:
         batch = len(next(iter(observation.values()))) if isinstance(observation, dict) else len(observation)

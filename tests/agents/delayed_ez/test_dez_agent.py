@@ -308,6 +308,22 @@ def test_saved_replay_buffer_keeps_the_running_episodes_and_loading_checks_the_s
         images.load_replay_buffer(tmp_path / "buffer.npz")
 
 
+def test_a_saved_buffer_whose_lengths_claim_more_than_its_arrays_hold_is_refused(tmp_path, tiny_mlp, toy):
+    model = _agent("MlpPolicy", toy("vector", episode_length=6), tiny_mlp, learning_starts=1000, segment_length=4)
+    model.learn(20)
+    model.save_replay_buffer(tmp_path / "buffer.npz")
+    with np.load(tmp_path / "buffer.npz") as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["lengths"][-1] += 3  # numpy slicing would silently cut the last segment short
+    np.savez(tmp_path / "crafted.npz", **arrays)
+    other = _agent("MlpPolicy", toy("vector"), tiny_mlp)
+    buffer = other.replay_buffer
+    with pytest.raises(ValueError, match=r"crafted.npz: its lengths claim \d+ transitions in \d+ segments") as error:
+        other.load_replay_buffer(tmp_path / "crafted.npz")
+    assert str(tmp_path / "crafted.npz") in str(error.value)
+    assert other.replay_buffer is buffer and len(buffer) == 0
+
+
 @pytest.mark.parametrize(
     "optimizer_class, optimizer_kwargs, foreach",
     [(torch.optim.SGD, None, True), (torch.optim.Adam, dict(weight_decay=1e-4), True),
