@@ -168,12 +168,27 @@ _GRID_AXES = ("algos", "envs", "delays", "seeds", "delay_process", "pending_view
 
 
 def grid_cells(args: argparse.Namespace) -> list[Cell]:
-    """The cells of the command line: from ``--grid FILE`` or from the axis flags (not both)."""
+    """The cells of the command line: from ``--grid FILE`` (``--envs`` and ``--agents`` select some of its
+    cells) or from the axis flags."""
     given = [f"--{axis.replace('_', '-')}" for axis in _GRID_AXES if getattr(args, axis) not in (None, False)]
     if args.grid is not None:
+        given = [flag for flag in given if flag != "--envs"]
         if given:
             raise ZooError(f"--grid {args.grid} gives the whole grid: drop {', '.join(given)}")
-        return load_grid(args.grid).cells()
+        cells = load_grid(args.grid).cells()
+        for flag, chosen, value in (("--envs", args.envs, "env_id"), ("--agents", args.agents, "agent")):
+            known = {getattr(cell, value) for cell in cells}
+            unknown = sorted(set(chosen or ()) - known)
+            if unknown:
+                raise ZooError(f"{flag} {' '.join(unknown)}: not in {args.grid} (it has {', '.join(sorted(known))})")
+        if args.envs:
+            cells = [cell for cell in cells if cell.env_id in args.envs]
+        if args.agents:
+            algos = {cell.algo for cell in cells if cell.agent in args.agents}
+            cells = [cell for cell in cells if cell.agent in args.agents or (cell.delay == 0 and cell.algo in algos)]
+        return cells
+    if args.agents:
+        raise ZooError("--agents selects agents of a --grid file")
     if not args.algos or not args.envs:
         raise ZooError("give the grid: --algos and --envs (with --delays, --seeds, ...), or --grid FILE.yml")
     return sweep_grid(
@@ -592,6 +607,12 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         type=Path,
         help="a grid file instead of the flags above: named agent variants (algorithm, -params, pending view) "
         "and per-env delays (see delayzoo.zoo.grid)",
+    )
+    grid.add_argument(
+        "--agents",
+        nargs="+",
+        help="with --grid: only these agents' cells (variant labels; their algorithm's delay-0 cells come along); "
+        "--envs with --grid: only these envs' cells",
     )
     parser.add_argument(
         "-f", "--log-folder", type=Path, default=Path("logs"), help="where the cells go (default: logs)"

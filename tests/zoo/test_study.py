@@ -65,6 +65,21 @@ def test_a_dry_run_prints_the_projection_and_the_cells_of_the_benchmark(tmp_path
     assert files_under(tmp_path / "logs") == []
 
 
+def test_envs_and_agents_select_cells_of_the_grid_with_their_algorithms_delay_0_cells(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    assert study.main(["-f", str(logs), "--dry-run", "--envs", "CartPole-v1", "--agents", "ppo+view"]) == 0
+    cells = [line.split(":")[0].strip() for line in capsys.readouterr().out.splitlines() if line.endswith(": new")]
+    assert sorted(cells) == sorted(
+        [f"ppo_CartPole-v1_random-walk0_seed{seed}" for seed in range(3)]
+        + [f"ppo+view_CartPole-v1_random-walk{delay}+view_seed{seed}" for delay in (2, 5, 10) for seed in range(3)]
+    )
+    assert study.main(["-f", str(logs), "--agents", "ppo+vision"]) == 2
+    assert "--agents ppo+vision: not in" in capsys.readouterr().err
+    assert study.main(["-f", str(logs), "--envs", "Pong-v5"]) == 2
+    assert "--envs Pong-v5: not in" in capsys.readouterr().err
+    assert files_under(logs) == []
+
+
 @pytest.mark.slow
 def test_quick_study_runs_end_to_end_and_writes_the_figure_and_the_table(tmp_path: Path, capsys):
     """Nine cells on local Ray (several minutes on 2 cores)."""
