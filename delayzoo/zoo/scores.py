@@ -36,8 +36,12 @@ def reference_scores() -> dict[str, tuple[float, float]]:
 
 
 def atari_game(env_id: str) -> str | None:
-    """The Atari 100k game of an env id (``ALE/Pong-v5``, ``PongNoFrameskip-v4`` -> ``Pong``), or ``None``."""
-    name = re.sub(r"(NoFrameskip|Deterministic)?-v\d+$", "", env_id.rsplit("/", 1)[-1])
+    """The Atari 100k game of an env id (``ALE/Pong-v5``, ``PongNoFrameskip-v4`` -> ``Pong``), or ``None``
+    (other namespaces, such as ``MinAtar/Breakout-v1``, are not Atari games)."""
+    namespace, _, game = env_id.rpartition("/")
+    if namespace not in ("", "ALE"):
+        return None
+    name = re.sub(r"(NoFrameskip|Deterministic)?-v\d+$", "", game)
     return name if name in reference_scores() else None
 
 

@@ -41,7 +41,8 @@ def test_human_normalised_score_is_0_at_random_and_1_at_human():
 
 @pytest.mark.parametrize(
     "env_id, game", [("ALE/Pong-v5", "Pong"), ("PongNoFrameskip-v4", "Pong"), ("ALE/MsPacman-v5", "MsPacman"),
-                     ("ALE/Tetris-v5", None), ("CartPole-v1", None)]
+                     ("ALE/Tetris-v5", None), ("CartPole-v1", None), ("MinAtar/Breakout-v1", None),
+                     ("MinAtar/Seaquest-v0", None)]
 )
 def test_env_ids_map_to_their_atari_100k_game(env_id, game):
     assert atari_game(env_id) == game
