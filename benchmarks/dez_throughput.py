@@ -47,8 +47,8 @@ def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float
 
     torch.set_num_threads(1)
     entry = dict(yaml.safe_load((REPO / "delayzoo" / "hyperparams" / "delayed_ez.yml").read_text())["CartPole-v1"])
-    for key in ("n_timesteps", "policy"):
-        entry.pop(key)
+    for key in ("n_timesteps", "policy", "prefetch"):  # --prefetch replaces the entry's own setting
+        entry.pop(key, None)
     n_envs = entry.pop("n_envs")
     entry["policy_kwargs"] = eval(entry["policy_kwargs"], {"th": torch, "dict": dict})  # the zoo's own syntax
 

@@ -157,6 +157,33 @@ def stack_and_transpose(env: VecEnv, frame_stack: int | None, verbose: int = 0) 
     return env
 
 
+@dataclasses.dataclass(frozen=True)
+class _FinalUpdates:
+    """An entry's ``final_updates`` (updates after the last env step) and the ``n_timesteps`` they were set for.
+
+    They follow the run, as EfficientZero's 20k final updates follow its 100k steps: a run of other
+    length (``-n``) gets them scaled by its total planned steps (a resume counts the steps already
+    taken, so ``-i ... -n <remaining>`` keeps the original run's number); a value set with ``-params``
+    is kept as given. (The agent runs none when the run makes no update.)
+    """
+
+    updates: int = 0
+    steps: int = 0
+
+    @classmethod
+    def from_entry(cls, entry: dict[str, Any], custom: dict[str, Any] | None) -> _FinalUpdates:
+        updates, steps = entry.get("final_updates"), entry.get("n_timesteps")
+        if "final_updates" in (custom or {}) or not updates or not steps:
+            return cls()
+        return cls(int(updates), int(float(steps)))
+
+    def for_run(self, planned_steps: int) -> int | None:
+        """The final updates of a run of ``planned_steps``, or ``None`` when they are not scaled."""
+        if not self.updates:
+            return None
+        return round(self.updates * planned_steps / self.steps)
+
+
 def _policy_modules(algorithm: type[BaseAlgorithm]) -> set[str]:
     return {policy.__module__ for policy in getattr(algorithm, "policy_aliases", {}).values()}
 
@@ -180,6 +207,8 @@ class DelayExperimentManager(ExperimentManager):
         self._created: Path | None = None
         self._custom_config: str | None = kwargs.get("config") or None
         self._python_config = False
+        self._final_updates = _FinalUpdates()
+        self._saved_hyperparams: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ set-up
     def setup_experiment(self) -> tuple[BaseAlgorithm, dict[str, Any]] | None:
@@ -215,6 +244,7 @@ class DelayExperimentManager(ExperimentManager):
         if self.storage and self.study_name and self.trial_id:
             print("Loading from Optuna study...")
             hyperparams.update(self.load_trial(self.storage, self.study_name, self.trial_id))
+        self._final_updates = _FinalUpdates.from_entry(hyperparams, self.custom_hyperparams)
         if self.custom_hyperparams is not None:
             hyperparams.update(self.custom_hyperparams)
         if "env_kwargs" in hyperparams and self.env_kwargs:
@@ -250,6 +280,7 @@ class DelayExperimentManager(ExperimentManager):
         ):
             setattr(self.args, name, value)
         saved_hyperparams = {name: hyperparams[name] for name in sorted(hyperparams)}
+        self._saved_hyperparams = saved_hyperparams  # config.yml: final_updates as scaled for this run
         saved_hyperparams["delay"] = record
         replay = replay_entry(self.kind, self.delay, normalized=bool(hyperparams.get("normalize")))
         if replay is not None:  # what rl_zoo3's enjoy and record_video need to replay the run (or refuse)
@@ -271,9 +302,24 @@ class DelayExperimentManager(ExperimentManager):
         hyperparams = {**hyperparams, **safe_hyperparams(from_files, str(self.config), trusted)}
         processed = super()._preprocess_hyperparams(hyperparams)
         self._check_constructor_keys(processed[0])
+        if not self.continue_training:  # a resumed run scales them once its step counter is read
+            self._scale_final_updates(processed[0], self.n_timesteps)
         if self._eval_env_kwargs_args is None:
             self.eval_env_kwargs = self.env_kwargs
         return processed
+
+    def _scale_final_updates(self, hyperparams: dict[str, Any], planned_steps: int) -> bool:
+        """Set ``hyperparams["final_updates"]`` (and config.yml's) for a run of ``planned_steps`` in all;
+        ``True`` when it changed (see :class:`_FinalUpdates`)."""
+        scaled = self._final_updates.for_run(planned_steps)
+        if scaled is None or scaled == hyperparams.get("final_updates"):
+            return False
+        print(
+            f"final_updates: {scaled} (the entry's {self._final_updates.updates} for its "
+            f"{self._final_updates.steps:,} steps, scaled to this run's {planned_steps:,} steps)"
+        )
+        hyperparams["final_updates"] = self._saved_hyperparams["final_updates"] = scaled
+        return True
 
     def _check_constructor_keys(self, hyperparams: dict[str, Any]) -> None:
         algorithm = ALGOS[self.algo]
@@ -477,6 +523,8 @@ class DelayExperimentManager(ExperimentManager):
                 self.device, **kwargs,
             )
         self.args.resume_timesteps = int(model.num_timesteps)
+        if self._scale_final_updates(kwargs, int(model.num_timesteps) + self.n_timesteps):
+            model.final_updates = kwargs["final_updates"]  # type: ignore[attr-defined]
         replay_buffer, _ = checkpoint_files(self.trained_agent, self.env_name)
         if hasattr(model, "load_replay_buffer"):
             load_buffer(model, replay_buffer, self.zoo.trust_run_files, self.truncate_last_trajectory)

@@ -30,7 +30,9 @@ def duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def report_first_update(model: OffPolicyAlgorithm, wall: float, cpu: float, parameters: int, advice: str) -> None:
+def report_first_update(
+    model: OffPolicyAlgorithm, wall: float, cpu: float, parameters: int, advice: str, later_updates: int = 0
+) -> None:
     """The seconds of one update and the projected time of the remaining ones, for ``model``'s current ``learn``.
 
     Logged as ``time/seconds_per_update`` and printed with ``verbose >= 1``; a warning, whatever ``verbose``,
@@ -41,6 +43,7 @@ def report_first_update(model: OffPolicyAlgorithm, wall: float, cpu: float, para
     :param cpu: process CPU seconds of one update
     :param parameters: the model's trainable size
     :param advice: the warning's last sentence (what to do instead)
+    :param later_updates: updates still due after the last env step (DelayedEZ's ``final_updates``)
     """
     name = type(model).__name__
     remaining_steps = max(model._total_timesteps - model.num_timesteps, 0)
@@ -50,9 +53,11 @@ def report_first_update(model: OffPolicyAlgorithm, wall: float, cpu: float, para
     projected = None
     if model.train_freq.unit == TrainFrequencyUnit.STEP and model.gradient_steps > 0:
         updates = remaining_steps * model.gradient_steps / (model.train_freq.frequency * model.n_envs)
+        updates += later_updates
         projected = updates * wall
+        after = f" ({later_updates:,} of them after the last step)" if later_updates else ""
         message += (
-            f"; about {updates:,.0f} more for the requested {model._total_timesteps:,} steps: "
+            f"; about {updates:,.0f} more for the requested {model._total_timesteps:,} steps{after}: "
             f"{duration(projected)} at this rate"
         )
     model.logger.record("time/seconds_per_update", wall)

@@ -184,7 +184,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         this many updates (None: no decay)
     :param lr_decay_rate: the decay factor (EfficientZero: 0.1)
     :param final_updates: updates run after the last env step of ``learn`` (EfficientZero trains 20k
-        more updates after collecting its 100k steps)
+        more updates after collecting its 100k steps); none when the run makes no update (``learning_starts``
+        at or past its last step)
     :param max_grad_norm: gradient clipping
     :param value_loss_coef: value loss weight (EfficientZero: 0.25)
     :param reward_loss_coef: value-prefix loss weight (1)
@@ -341,6 +342,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         self._worker: ReanalysisWorker | None = None
         self._worker_stale = True
         self._projection_due = False  # set by each learn: its first round reports the run time
+        self._final_updates_done = 0
         self._writers: list[GameWriter] | None = None
         self._build_configs()
         if self.env is not None:
@@ -524,6 +526,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         result = super()._setup_learn(total_timesteps, callback, reset_num_timesteps, tb_log_name, progress_bar)
         warn_if_no_update(self.learning_starts, result[0])
         self._projection_due = True
+        self._final_updates_done = 0
         if self._writers is None or reset_num_timesteps or len(self._writers) != self.n_envs:
             check_finite_step(self.num_timesteps, self._last_obs)
             num_actions = int(self.action_space.n)
@@ -605,14 +608,23 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 reset_num_timesteps=reset_num_timesteps,
                 progress_bar=progress_bar,
             )
-            if self.final_updates and self.num_timesteps >= self._total_timesteps and len(self.replay_buffer) > 0:
+            if self.num_timesteps >= self._total_timesteps and len(self.replay_buffer) > 0:
                 per_round = max(int(self.gradient_steps), 1)
-                for start in range(0, self.final_updates, per_round):
-                    self.train(min(per_round, self.final_updates - start), self.batch_size)
-                self.logger.dump(step=self.num_timesteps)
+                while (left := self._final_updates_left()) > 0:
+                    self.train(min(per_round, left), self.batch_size)
+                    self._final_updates_done += min(per_round, left)
+                if self._final_updates_done:
+                    self.logger.dump(step=self.num_timesteps)
         finally:
             self._drop_prefetched()
         return self
+
+    def _final_updates_left(self) -> int:
+        """``final_updates`` still to run in this ``learn``: none when the run makes no update (it ends at or
+        before ``learning_starts``), since updates after the last step follow the run's own updates."""
+        if self._total_timesteps <= self.learning_starts:
+            return 0
+        return max(self.final_updates - self._final_updates_done, 0)
 
     def _drop_prefetched(self) -> None:
         if self._prefetched is not None:
@@ -667,6 +679,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 sum(p.numel() for p in self.policy.network.parameters()),
                 "DelayedEZ at EfficientZero's size is meant for a GPU; on a CPU use a smaller network "
                 "(policy_kwargs, e.g. the CartPole-v1 entry of hyperparams/delayed_ez.yml) or fewer steps",
+                later_updates=self._final_updates_left(),
             )
 
     def _train_round(self, gradient_steps: int, batch_size: int) -> None:

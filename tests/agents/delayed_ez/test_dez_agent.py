@@ -142,6 +142,20 @@ def test_final_updates_run_after_the_last_env_step(tiny_mlp, toy):
     assert model.num_timesteps == 24 and model._n_updates == (24 - 16) + 5
 
 
+def test_final_updates_follow_the_run_none_when_it_makes_no_update(tiny_mlp, toy):
+    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, learning_starts=1000, final_updates=5)
+    with pytest.warns(UserWarning, match="makes no update"):
+        model.learn(24)
+    assert model.num_timesteps == 24 and model._n_updates == 0 and len(model.replay_buffer) > 0
+
+
+def test_the_run_time_projection_counts_the_final_updates(tiny_mlp, toy, capsys):
+    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, final_updates=30, verbose=1)
+    model.learn(24)
+    line = next(line for line in capsys.readouterr().out.splitlines() if "one update took" in line)
+    assert "about 37 more for the requested 24 steps (30 of them after the last step): " in line
+
+
 def test_frame_stack_is_read_from_the_env_and_frames_are_stored_once(tiny_conv, toy):
     model = _agent("CnnPolicy", FrameStack(toy("image"), 3), tiny_conv, learning_starts=1000)
     assert model.frame_stack == 3 and model.observation_space.shape == (9, 12, 12)
