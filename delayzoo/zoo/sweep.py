@@ -56,6 +56,7 @@ from typing import Any
 
 import yaml
 
+from delayzoo.agents.common.ray_connect import UnreachableClusterError, connect, import_ray
 from delayzoo.zoo.envs import PROCESSES
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.grid import CELL_RECORD, Cell, load_grid, read_cell_record, sweep_grid
@@ -75,9 +76,6 @@ __all__ = [
     "saved_steps",
     "sweep_grid",
 ]
-
-INSTALL_RAY = 'pip install "delayzoo[ray]"'
-"""How to install the optional dependency of the sweeps."""
 
 _SET_BY_THE_SWEEP = {
     "--algo": "--algos",
@@ -462,42 +460,23 @@ def run_cell(task: CellTask) -> CellResult:
 # ---------------------------------------------------------------------------------------------- Ray
 def _import_ray() -> Any:
     try:
-        import ray
-    except ImportError:
-        raise ZooError(f"sweeps run on Ray, which is not installed: {INSTALL_RAY}") from None
-    return ray
-
-
-def _check_reachable(address: str) -> None:
-    """A quick TCP check of ``HOST:PORT`` / ``ray://HOST:PORT`` (Ray itself retries for minutes)."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        raise ZooError(f"--address must be 'auto', HOST:PORT or ray://HOST:PORT, got {address!r}")
-    try:
-        socket.create_connection((host, int(port)), timeout=10).close()
-    except OSError as error:
-        raise ZooError(f"cannot reach the Ray cluster at --address {address}: {error}") from None
+        return import_ray("sweeps run")
+    except ImportError as error:
+        raise ZooError(str(error)) from None
 
 
 def _connect(ray: Any, address: str | None, cpus_per_run: float, gpus_per_run: float) -> bool:
     """Start or join Ray (``True`` when this call started it); check the cluster can hold one run.
 
-    A process that is already connected (``ray.init`` called before) keeps its connection.
+    A process that is already connected (``ray.init`` called before) keeps its connection
+    (:func:`delayzoo.agents.common.ray_connect.connect`).
     """
-    started = False
-    if address not in (None, "auto", "local"):
-        _check_reachable(address)
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"logging_level": "ERROR", "log_to_driver": False}
-        if address in (None, "local"):
-            package_root = str(Path(__file__).resolve().parents[2])
-            path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-            kwargs.update(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
-        try:  # "local": a new Ray, even where ``ray start`` left one to join
-            ray.init(address=address or "local", **kwargs)
-        except Exception as error:  # ConnectionError, TimeoutError, grpc errors, ...
-            raise ZooError(f"cannot reach the Ray cluster at --address {address}: {error}") from error
-        started = True
+    try:
+        started = connect(address, "sweeps")
+    except ValueError:
+        raise ZooError(f"--address must be 'auto', HOST:PORT or ray://HOST:PORT, got {address!r}") from None
+    except UnreachableClusterError as error:
+        raise ZooError(f"cannot reach the Ray cluster at --address {address}: {error.reason}") from error
     nodes = [node.get("Resources", {}) for node in ray.nodes() if node.get("Alive")]
     gpus = max((node.get("GPU", 0.0) for node in nodes), default=0.0)
     cpus = max((node.get("CPU", 0.0) for node in nodes), default=0.0)
