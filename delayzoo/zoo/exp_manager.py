@@ -86,6 +86,7 @@ SET_BY_THE_ZOO = {
     "device": "--device",
     "verbose": "--verbose",
     "tensorboard_log": "-tb",
+    "ray_address": "--address",
     "delay": "the delay flags (--delay, --delay-process, ...) or a delay: entry in the YAML file",
 }
 """Names the zoo sets itself (constructor arguments, the delay), with the flag that sets each."""
@@ -100,12 +101,14 @@ class ZooOptions:
     :param pixels: ``--pixels`` (DeepMind Control tasks as images)
     :param trust_run_files: ``--trust-run-files`` (import any name, evaluate keyword strings, unpickle
         ``vecnormalize.pkl``: rl_zoo3's behaviour)
+    :param address: ``--address``: the Ray cluster of an algorithm's actors (DelayedEZ's ``ray_address``)
     """
 
     delay_flags: dict[str, Any] = dataclasses.field(default_factory=dict)
     preset: str | None = None
     pixels: bool = False
     trust_run_files: bool = False
+    address: str | None = None
 
 
 def make_ranked_env(
@@ -209,6 +212,7 @@ class DelayExperimentManager(ExperimentManager):
         self._python_config = False
         self._final_updates = _FinalUpdates()
         self._saved_hyperparams: dict[str, Any] = {}
+        self._self_play_actors = 0
 
     # ------------------------------------------------------------------ set-up
     def setup_experiment(self) -> tuple[BaseAlgorithm, dict[str, Any]] | None:
@@ -247,6 +251,10 @@ class DelayExperimentManager(ExperimentManager):
         self._final_updates = _FinalUpdates.from_entry(hyperparams, self.custom_hyperparams)
         if self.custom_hyperparams is not None:
             hyperparams.update(self.custom_hyperparams)
+        if self.zoo.address is not None:
+            if "ray_address" not in inspect.signature(ALGOS[self.algo].__init__).parameters:
+                raise ZooError(f"--address names the Ray cluster of actors, which --algo {self.algo} does not use")
+            hyperparams["ray_address"] = self.zoo.address
         if "env_kwargs" in hyperparams and self.env_kwargs:
             hyperparams["env_kwargs"] = self.env_kwargs
         takes_delay_mode = "delay_mode" in inspect.signature(ALGOS[self.algo].__init__).parameters
@@ -302,6 +310,11 @@ class DelayExperimentManager(ExperimentManager):
         hyperparams = {**hyperparams, **safe_hyperparams(from_files, str(self.config), trusted)}
         processed = super()._preprocess_hyperparams(hyperparams)
         self._check_constructor_keys(processed[0])
+        self._self_play_actors = int(processed[0].get("self_play_actors") or 0)
+        if self._self_play_actors and self.normalize:
+            raise ZooError(
+                "self_play_actors cannot be used with normalize: the actors would each keep their own statistics"
+            )
         if not self.continue_training:  # a resumed run scales them once its step counter is read
             self._scale_final_updates(processed[0], self.n_timesteps)
         if self._eval_env_kwargs_args is None:
@@ -402,9 +415,11 @@ class DelayExperimentManager(ExperimentManager):
         Training envs write ``<run>/<rank>.monitor.csv`` (whole games for Atari: the monitor sits below
         the life-loss and delay wrappers), with rl_zoo3's ``monitor_kwargs``. Plain Gymnasium envs are
         made from the parent's ``EnvSpec``, so ``--vec-env subproc`` works for ids registered only here
-        (``--gym-packages``, or registered by the calling script). Atari evaluation envs (``--eval-freq``) report
-        life losses as episode starts (:class:`~delayzoo.agents.common.evaluation.LifeLossEpisodeStarts`),
-        so recurrent agents restart their state there, as in training; scores stay whole games.
+        (``--gym-packages``, or registered by the calling script). With DelayedEZ's ``self_play_actors``, the
+        training "env" is the picklable function its actors build their envs with. Atari evaluation envs
+        (``--eval-freq``) report life losses as episode starts
+        (:class:`~delayzoo.agents.common.evaluation.LifeLossEpisodeStarts`), so recurrent agents restart
+        their state there, as in training; scores stay whole games.
         """
         log_dir = None if eval_env or no_log else self.save_path
         frame_stack, env_kwargs = split_frame_stack(
@@ -425,6 +440,14 @@ class DelayExperimentManager(ExperimentManager):
             )
             for rank in range(n_envs)
         ]
+        if self._self_play_actors and not eval_env:
+            if frame_stack:
+                raise ZooError("self_play_actors cannot be used with frame_stack on this env (VecFrameStack)")
+            # the self-play actors build their envs from this picklable function (no monitor file: the
+            # learner logs their episodes); the model keeps one env of it for the spaces
+            return partial(  # type: ignore[return-value]
+                make_ranked_env, env_id, self.delay, None, self.zoo.pixels, self.env_wrapper, dict(env_kwargs), None,
+            )
         env: VecEnv = self.vec_env_class(makers, **self.vec_env_kwargs)  # type: ignore[arg-type]
         env.seed(self.seed)
         if self.vec_env_wrapper is not None:
@@ -432,6 +455,12 @@ class DelayExperimentManager(ExperimentManager):
         env = self._maybe_normalize(env, eval_env)
         env = stack_and_transpose(env, frame_stack, self.verbose)
         return LifeLossEpisodeStarts(env) if eval_env and self.kind == "atari" else env
+
+    def _preprocess_action_noise(self, hyperparams: dict[str, Any], saved_hyperparams: dict[str, Any], env: Any) -> Any:
+        """rl_zoo3's action noise; none for the actors' env function (DelayedEZ explores by its search)."""
+        if not isinstance(env, VecEnv):
+            return hyperparams
+        return super()._preprocess_action_noise(hyperparams, saved_hyperparams, env)
 
     def _maybe_normalize(self, env: VecEnv, eval_env: bool) -> VecEnv:
         """rl_zoo3's normalisation, with the statistics of ``-i``'s model read from plain ``.npz`` arrays;

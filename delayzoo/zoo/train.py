@@ -12,6 +12,8 @@ Every rl_zoo3 flag works (``-n``, ``--seed``, ``-f``, ``-tb``, ``--eval-freq``, 
     --init-action {noop,random}                 what fills the delay queue at reset (noop)
     --preset NAME                               use the YAML entry "<env id>@NAME" (e.g. CartPole-v1@delayed)
     --pixels                                    DeepMind Control tasks as 64x64 images
+    --address ADDRESS                           the Ray cluster of DelayedEZ's actors ('auto', HOST:PORT,
+                                                ray://HOST:PORT; default: a local Ray)
     --trust-run-files                           import any class name and evaluate keyword strings of the
                                                 YAML file; unpickle a resumed run's vecnormalize.pkl,
                                                 replay_buffer.pkl and the pickled entries of its SB3 model
@@ -42,6 +44,7 @@ from functools import partial
 import rl_zoo3.train
 from rl_zoo3.hyperparams_opt import HYPERPARAMS_SAMPLER
 
+from delayzoo.agents.common.ray_connect import check_address
 from delayzoo.zoo.algos import OUR_ALGOS, load_algorithm
 from delayzoo.zoo.envs import INIT_ACTIONS, PROCESSES, DelaySettings, check_env_id, env_kind, import_gym_packages
 from delayzoo.zoo.errors import ZooError, one_line
@@ -79,6 +82,11 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
     other = parser.add_argument_group("delayzoo")
     other.add_argument("--preset", help="use the hyperparameter entry '<env id>@PRESET' (with its delay: settings)")
     other.add_argument("--pixels", action="store_true", help="DeepMind Control tasks as images (dm_control/ ids)")
+    other.add_argument(
+        "--address",
+        help="the Ray cluster of DelayedEZ's actors (-params self_play_actors:N reanalysis_actors:M): 'auto', "
+        "HOST:PORT or ray://HOST:PORT (default: a local Ray)",
+    )
     other.add_argument(
         "--trust-run-files",
         action="store_true",
@@ -127,7 +135,15 @@ def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
         raise ZooError(
             f"-optimize has no hyperparameter sampler for {peek.algo!r} (rl_zoo3 has: {sorted(HYPERPARAMS_SAMPLER)})"
         )
-    return ZooOptions(delay_flags=flags, preset=own.preset, pixels=own.pixels, trust_run_files=own.trust_run_files)
+    if own.address is not None:
+        try:
+            check_address(own.address)
+        except ValueError as error:
+            raise ZooError(f"--address: {error}") from None
+    return ZooOptions(
+        delay_flags=flags, preset=own.preset, pixels=own.pixels, trust_run_files=own.trust_run_files,
+        address=own.address,
+    )
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.train") -> int:

@@ -208,6 +208,10 @@ class PlainSaveMixin(BaseAlgorithm):
     saved_counters: ClassVar[tuple[str, ...]] = ("num_timesteps", "_n_updates", "_episode_num", "n_envs")
     """Attributes restored after loading (``n_envs`` only when no env is given); integers >= 0."""
 
+    run_settings: ClassVar[tuple[str, ...]] = ()
+    """Constructor keywords that say how a run is executed (e.g. on which workers), not what the model is:
+    not saved, so a loaded model runs with their defaults unless they are passed to ``load`` again."""
+
     def __init__(self, policy: str | type[BasePolicy], *args: Any, **kwargs: Any) -> None:
         self._policy_alias = policy if isinstance(policy, str) else None
         super().__init__(policy, *args, **kwargs)
@@ -242,6 +246,15 @@ class PlainSaveMixin(BaseAlgorithm):
             return {**init, "train_freq": tuple(init["train_freq"])}
         return init
 
+    def _model_settings(self) -> dict[str, Any]:
+        """The constructor keywords that make this model (all but the policy, env, device, policy_kwargs and
+        :attr:`run_settings`), read from the attributes of the same name (or with a leading underscore)."""
+        return {
+            name: getattr(self, name) if hasattr(self, name) else getattr(self, "_" + name)
+            for name in inspect.signature(type(self).__init__).parameters
+            if name not in _NOT_SAVED and name not in self.run_settings
+        }
+
     def save(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:  # type: ignore[override]
         """Save the settings as plain JSON, the weights and the optimizer states (see :meth:`load`).
 
@@ -250,11 +263,7 @@ class PlainSaveMixin(BaseAlgorithm):
 
         :param path: file path (``.zip`` added when missing) or writable binary file
         """
-        init = {
-            name: getattr(self, name) if hasattr(self, name) else getattr(self, "_" + name)
-            for name in inspect.signature(type(self).__init__).parameters
-            if name not in _NOT_SAVED
-        }
+        init = self._model_settings()
         if callable(init["learning_rate"]):
             init["learning_rate"] = float(self.lr_schedule(self._current_progress_remaining))
         init = self._init_to_json(init)
@@ -348,7 +357,7 @@ class PlainSaveMixin(BaseAlgorithm):
         for name, value in counters.items():
             if type(value) is not int or value < 0:
                 raise TypeError(f"counter {name!r} must be an integer >= 0, got {value!r}")
-        accepted = set(inspect.signature(cls.__init__).parameters) - set(_NOT_SAVED)
+        accepted = set(inspect.signature(cls.__init__).parameters) - set(_NOT_SAVED) - set(cls.run_settings)
         unknown = sorted(set(data["init"]) - accepted)
         if unknown:
             raise ValueError(f"its settings name {unknown}, which {cls.__name__} does not take")

@@ -9,7 +9,9 @@ itself retries for minutes). Ray is the optional extra ``delayzoo[ray]``.
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -75,8 +77,21 @@ def connect(address: str | None, purpose: str = "this run") -> bool:
         package_root = str(Path(__file__).resolve().parents[3])
         path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
         kwargs.update(include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    handlers = _own_signal_handlers()
     try:  # "local": a new Ray, even where ``ray start`` left one to join
         ray.init(address=address or "local", **kwargs)
     except Exception as error:  # ConnectionError, TimeoutError, grpc errors, ...
         raise UnreachableClusterError(address, error) from error
+    finally:
+        for number, handler in handlers.items():
+            signal.signal(number, handler)
     return True
+
+
+def _own_signal_handlers() -> dict[int, Any]:
+    """This process's SIGTERM and SIGINT handlers, to restore after ``ray.init``: Ray's core worker installs a
+    crash handler for SIGTERM that aborts the process, where the caller (the zoo) saves the model on SIGTERM."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    return {number: handler for number, handler in handlers.items() if handler is not None}

@@ -22,13 +22,16 @@ import time
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+from stable_baselines3.common.buffers import ReplayBuffer
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
-from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
+from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, RolloutReturn, Schedule, TrainFreq
 from stable_baselines3.common.utils import obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
@@ -44,6 +47,7 @@ from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.common.replay_files import ReplayFileError, check_array, read_replay_file, save_replay_file
 from delayzoo.agents.common.run_time import report_first_update
 from delayzoo.agents.delayed_ez.config import SearchConfig, TargetConfig
+from delayzoo.agents.delayed_ez.distributed import ActorConfig, ActorRun, actor_env_factory
 from delayzoo.agents.delayed_ez.losses import LossCoefficients, random_intensity, random_shift, unroll_losses
 from delayzoo.agents.delayed_ez.policies import CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
 from delayzoo.agents.delayed_ez.reanalysis import (
@@ -116,9 +120,12 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     - the two bugs that stop the reference from running a delay experiment (an attribute that does not
       exist and a queue that is popped but never filled) are fixed; delays come from the env's
       ``ExecutionDelay`` and reach the agent through ``PendingActionsObservation``;
-    - acting, storing and updating alternate in one process (SB3's loop, ``train_freq`` /
-      ``gradient_steps``) instead of EZ's asynchronous Ray workers; ``final_updates`` adds EZ's updates
-      after the last env step;
+    - by default acting, storing and updating alternate in one process (SB3's loop, ``train_freq`` /
+      ``gradient_steps``); with ``self_play_actors`` / ``reanalysis_actors`` they run on Ray actors as in
+      EZ, but self-play is throttled to the in-process replay ratio (EZ: to the share of training done),
+      the learner samples the batches itself (EZ: CPU batch workers), and segments reach the replay when
+      they are finished (:mod:`~delayzoo.agents.delayed_ez.distributed`); ``final_updates`` adds EZ's
+      updates after the last env step;
     - the ``gradient_steps`` batches of a round are sampled together and reanalysed in one batched search
       with the target network of the start of the round (EZ reanalyses each batch in its own worker
       with a target network refreshed every 200 updates: the same staleness order);
@@ -203,6 +210,25 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         in a worker process (one torch thread) with its own copy of the target network, which overlaps
         for real on a multi-core CPU at the cost of one more process; ``False``: in the update. The
         thread and the process give the same training (the same targets from the same random stream).
+    :param self_play_actors: Ray actors that act, each with ``envs_per_actor`` envs of its own and a copy
+        of the network (0: acting in this process); ``env`` may then be an env id or a picklable function
+        returning a new env. A run setting, not saved: pass it to ``load`` again to keep using actors
+    :param reanalysis_actors: Ray actors that compute the targets of the batches this process samples, one
+        round in flight per actor (0: here, or by ``prefetch``, which is not used with them); a run setting
+    :param ray_address: the Ray cluster: ``None`` (a local Ray, or the one this process is connected to),
+        ``"auto"``, ``HOST:PORT`` or ``ray://HOST:PORT``; a run setting
+    :param envs_per_actor: envs of each self-play actor (the reference's ``p_mcts_num``); ``n_envs`` is then
+        ``self_play_actors * envs_per_actor``
+    :param self_play_update_interval: updates between weight copies to the self-play actors (reference: 100);
+        the reanalysis actors get the target network at every refresh
+    :param self_play_resources: Ray resources of a self-play actor, ``dict(num_cpus=..., num_gpus=...)``
+        (``None``: 0.25 CPU, so actors find room beside sweep cells)
+    :param reanalysis_resources: the same for a reanalysis actor (``None``: 0.25 CPU, plus 0.05 GPU where
+        the cluster has GPUs)
+    :param actor_max_restarts: Ray restarts of a dead actor and retries of a failed call; when they run out
+        the actor's error stops ``learn``
+    :param placement_timeout: seconds to wait for the actors to be placed before ``learn`` stops, naming
+        the resources they asked for
     :param policy_kwargs: keywords of the policy (``net_kwargs`` for the network sizes, the optimizer)
     :param stats_window_size: episodes averaged in the logs
     :param tensorboard_log: tensorboard log folder
@@ -219,6 +245,10 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     }
     policy: DelayedEZPolicy
     replay_buffer: PrioritizedGameBuffer  # type: ignore[assignment]
+    run_settings: ClassVar[tuple[str, ...]] = (
+        "self_play_actors", "reanalysis_actors", "ray_address", "envs_per_actor", "self_play_update_interval",
+        "self_play_resources", "reanalysis_resources", "actor_max_restarts", "placement_timeout",
+    )
 
     def __init__(
         self,
@@ -262,6 +292,15 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         visit_temperature: float | None = None,
         reanalysis_chunk: int | None = None,
         prefetch: bool | str = True,
+        self_play_actors: int = 0,
+        reanalysis_actors: int = 0,
+        ray_address: str | None = None,
+        envs_per_actor: int = 1,
+        self_play_update_interval: int = 100,
+        self_play_resources: dict[str, float] | None = None,
+        reanalysis_resources: dict[str, float] | None = None,
+        actor_max_restarts: int = 3,
+        placement_timeout: float = 120.0,
         policy_kwargs: dict[str, Any] | None = None,
         stats_window_size: int = 100,
         tensorboard_log: str | None = None,
@@ -271,6 +310,9 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         _init_setup_model: bool = True,
     ) -> None:
         _check_hyperparameters(locals())
+        self._env_source = env  # what self-play actors rebuild their envs from
+        if callable(env) and not isinstance(env, (gym.Env, VecEnv)):
+            env = env()  # an env factory: one env here, for the spaces and the checks
         if env is not None and not isinstance(env, str):
             self._check_action_space(env.action_space)
         super().__init__(
@@ -338,6 +380,20 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 "use prefetch=True there"
             )
         self.prefetch = prefetch if prefetch == "process" else bool(prefetch)
+        self.self_play_actors = self_play_actors
+        self.reanalysis_actors = reanalysis_actors
+        self.ray_address = ray_address
+        self.envs_per_actor = envs_per_actor
+        self.self_play_update_interval = self_play_update_interval
+        self.self_play_resources = self_play_resources
+        self.reanalysis_resources = reanalysis_resources
+        self.actor_max_restarts = actor_max_restarts
+        self.placement_timeout = placement_timeout
+        self._actors: ActorRun | None = None
+        actor_config = self._actor_config()
+        actor_config.check_ray()
+        if actor_config.self_play_actors:
+            actor_env_factory(self._env_source)  # a ValueError now for an env the actors cannot rebuild
         self._prefetched: ThreadPrefetch | ProcessPrefetch | None = None
         self._worker: ReanalysisWorker | None = None
         self._worker_stale = True
@@ -429,6 +485,34 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
 
     def _get_torch_save_params(self) -> tuple[list[str], list[str]]:
         return ["policy", "policy.optimizer"], []
+
+    @classmethod
+    def load(  # type: ignore[override]
+        cls: type[SelfDelayedEZ],
+        path: str | pathlib.Path | io.BufferedIOBase,
+        env: GymEnv | str | Any | None = None,
+        device: torch.device | str = "auto",
+        custom_objects: dict[str, Any] | None = None,
+        print_system_info: bool = False,
+        force_reset: bool = True,
+        **kwargs: Any,
+    ) -> SelfDelayedEZ:
+        """Load a model saved by :meth:`save` (see :meth:`PlainSaveMixin.load`).
+
+        The actor settings are run settings, not saved: a loaded model trains in-process unless they are
+        passed again (``load(path, env, self_play_actors=2, ...)``); ``env`` may then be an env id or a
+        picklable env factory, as for the constructor.
+        """
+        source = env
+        if isinstance(env, str):
+            env = gym.make(env)
+        elif callable(env) and not isinstance(env, (gym.Env, VecEnv)):
+            env = env()
+        model = super().load(path, env, device, custom_objects, print_system_info, force_reset, **kwargs)
+        if source is not None:
+            model._env_source = source
+        model._actor_config().check_ray()  # checks actor settings passed as keywords
+        return model
 
     def set_parameters(
         self, load_path_or_dict: Any, exact_match: bool = True, device: torch.device | str = "auto"
@@ -527,7 +611,9 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         warn_if_no_update(self.learning_starts, result[0])
         self._projection_due = True
         self._final_updates_done = 0
-        if self._writers is None or reset_num_timesteps or len(self._writers) != self.n_envs:
+        if self._actors is not None and self._actors.self_play:
+            self._writers = None  # the self-play actors write the segments
+        elif self._writers is None or reset_num_timesteps or len(self._writers) != self.n_envs:
             check_finite_step(self.num_timesteps, self._last_obs)
             num_actions = int(self.action_space.n)
             self._writers = [GameWriter(num_actions, self.segment_length, self.frame_stack) for _ in range(self.n_envs)]
@@ -598,8 +684,13 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         reset_num_timesteps: bool = True,
         progress_bar: bool = False,
     ) -> SelfDelayedEZ:
-        """Train for ``total_timesteps`` env steps (SB3's ``learn``), then run ``final_updates`` more updates."""
+        """Train for ``total_timesteps`` env steps (SB3's ``learn``), then run ``final_updates`` more updates.
+
+        With ``self_play_actors`` or ``reanalysis_actors``, the actors are started (and Ray, if needed) for
+        this call and stopped at its end, also on an error or Ctrl-C / SIGTERM.
+        """
         try:
+            self._start_actors()
             super().learn(
                 total_timesteps=total_timesteps,
                 callback=callback,
@@ -608,16 +699,78 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 reset_num_timesteps=reset_num_timesteps,
                 progress_bar=progress_bar,
             )
+            if self._actors is not None:
+                for _ in range(self._actors.owed_rounds(self)):
+                    self.train(self._round_updates(), self.batch_size)
             if self.num_timesteps >= self._total_timesteps and len(self.replay_buffer) > 0:
                 per_round = max(int(self.gradient_steps), 1)
                 while (left := self._final_updates_left()) > 0:
                     self.train(min(per_round, left), self.batch_size)
                     self._final_updates_done += min(per_round, left)
-                if self._final_updates_done:
-                    self.logger.dump(step=self.num_timesteps)
+            if self._actors is not None:
+                self._actors.record(self)
+            if self._final_updates_done or self._actors is not None:
+                self.logger.dump(step=self.num_timesteps)
         finally:
             self._drop_prefetched()
+            self._stop_actors()
         return self
+
+    # ----------------------------------------------------------------- actors (Ray)
+    def _actor_config(self) -> ActorConfig:
+        return ActorConfig(
+            self_play_actors=self.self_play_actors, reanalysis_actors=self.reanalysis_actors,
+            envs_per_actor=self.envs_per_actor, self_play_update_interval=self.self_play_update_interval,
+            self_play_resources=self.self_play_resources, reanalysis_resources=self.reanalysis_resources,
+            max_restarts=self.actor_max_restarts, placement_timeout=self.placement_timeout,
+            ray_address=self.ray_address,
+        )
+
+    def _start_actors(self) -> None:
+        """Place this learn's actors (see :mod:`~delayzoo.agents.delayed_ez.distributed`)."""
+        config = self._actor_config()
+        if not config.active:
+            return
+        factory = None
+        if config.self_play_actors:
+            if isinstance(self.train_freq, TrainFreq) and self.train_freq.unit.value != "step":
+                raise ValueError(f"self-play actors need train_freq in steps, got {self.train_freq}")
+            factory = actor_env_factory(self._env_source)
+        if config.reanalysis_actors and self.prefetch and self.verbose >= 1:
+            print(f"DelayedEZ: prefetch={self.prefetch!r} is not used: the reanalysis actors compute the targets")
+        self._actors = ActorRun(self, config, factory)
+        if config.self_play_actors:
+            self.n_envs = config.self_play_actors * config.envs_per_actor
+
+    def _stop_actors(self) -> None:
+        if self._actors is not None:
+            self._actors.close()
+            self._actors = None
+            if self.env is not None:
+                self.n_envs = self.env.num_envs
+
+    def _round_updates(self) -> int:
+        """Updates per round of ``train_freq`` steps of every env (SB3's ``gradient_steps``, -1: one per env step)."""
+        if self.gradient_steps >= 0:
+            return int(self.gradient_steps)
+        return int(self.train_freq.frequency) * self.n_envs  # type: ignore[union-attr]
+
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        train_freq: TrainFreq,
+        replay_buffer: ReplayBuffer,
+        action_noise: ActionNoise | None = None,
+        learning_starts: int = 0,
+        log_interval: int | None = None,
+    ) -> RolloutReturn:
+        """SB3's ``collect_rollouts``; with self-play actors, a round of segments received from them."""
+        if self._actors is not None and self._actors.self_play:
+            return self._actors.collect_rollouts(self, callback, log_interval)
+        return super().collect_rollouts(
+            env, callback, train_freq, replay_buffer, action_noise, learning_starts, log_interval
+        )
 
     def _final_updates_left(self) -> int:
         """``final_updates`` still to run in this ``learn``: none when the run makes no update (it ends at or
@@ -691,7 +844,11 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         )
         beta = self.priority_beta + (1.0 - self.priority_beta) * (1.0 - self._current_progress_remaining)
         prefetched, self._prefetched = self._prefetched, None
-        if (
+        if self._actors is not None and self._actors.reanalysis:
+            batches, targets = self._actors.next_round(
+                self, lambda: self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta), gradient_steps
+            )
+        elif (
             prefetched is not None
             and len(prefetched.batches) == gradient_steps
             and len(prefetched.batches[0].slots) == batch_size
@@ -705,7 +862,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 for _ in range(gradient_steps)
             ]
             targets = self._targets(batches)
-        if self.prefetch:
+        if self.prefetch and not (self._actors is not None and self._actors.reanalysis):
             upcoming = [
                 self.replay_buffer.sample(batch_size, self.target_config, self._rng, beta)
                 for _ in range(gradient_steps)
@@ -744,11 +901,14 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 predicted = network.to_scalar(losses.root_value_logits)
                 priorities = (predicted - target_values[:, 0]).abs().cpu().numpy()
             self.replay_buffer.update_priorities(batch.slots, batch.ids, priorities)
-            if self._n_updates % self.target_update_interval == 0:
+            refresh = self._n_updates % self.target_update_interval == 0
+            if refresh:
                 if self._prefetched is not None:
                     self._prefetched.wait()  # its targets come from the target network before the refresh
                 self.policy.refresh_target()
                 self._worker_stale = True
+            if self._actors is not None:
+                self._actors.updated(self, refresh)
             names = ("value", "value_prefix", "policy", "consistency")
             logged = torch.stack([loss.detach(), *(getattr(losses, name).detach().mean() for name in names)])
             for name, value in zip(("loss", *(f"{name}_loss" for name in names)), logged.tolist()):
