@@ -13,6 +13,15 @@ default, ``prefetch=True``), ``process`` (``prefetch="process"``: a worker proce
 in the CPU figures) or ``off`` (``prefetch=False``, also ``--no-prefetch``: in the update, to see how much of
 the reanalysis the prefetch hides from the wall time). ``--before-prefetch`` sets it for the ``--before`` copy.
 
+``--self-play-actors N`` / ``--reanalysis-actors M`` run the same settings on Ray actors (``--envs-per-actor``,
+default: the entry's 8 envs spread over the self-play actors) and print env steps/s (wall and process CPU,
+the actors' included), the learner's busy fraction (time in ``train``) and its waiting fraction, timed from
+the first step past ``learning_starts``; ``--sleep-ms`` makes each env step sleep (a slow simulator) and
+``--no-updates`` takes the learner out of the bound, to measure the actor machinery itself::
+
+    python benchmarks/dez_throughput.py --self-play-actors 2 --reanalysis-actors 1 --steps 2000
+    python benchmarks/dez_throughput.py --self-play-actors 4 --envs-per-actor 2 --sleep-ms 20 --no-updates
+
 ``--before DIR`` also measures another copy of delayzoo (e.g. ``git archive <commit> delayzoo | tar -x -C
 DIR``, with the compiled tree copied in): the two are run alternately, ``--repeats`` times each, in
 fresh processes, and the medians are printed side by side. Example::
@@ -103,6 +112,122 @@ def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float
     }
 
 
+class _SleepingStep:
+    """An env wrapper whose step sleeps ``seconds`` first (an expensive simulator)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __call__(self, env):
+        import gymnasium as gym
+
+        seconds = self.seconds
+
+        class Sleeping(gym.Wrapper):
+            def step(self, action):
+                time.sleep(seconds)
+                return self.env.step(action)
+
+        return Sleeping(env)
+
+
+def _actor_child(steps: int, seed: int, args: argparse.Namespace) -> dict[str, float]:
+    """The CartPole entry on Ray actors (``--self-play-actors``, ``--reanalysis-actors``), steady state only:
+    timed from the first step past ``learning_starts`` to the end, Ray and the actors already up."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray is imported: Ray on 127.0.0.1
+    import gymnasium as gym
+    import ray
+    import torch
+    import yaml
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from delayzoo import DelayedEZ
+    from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+
+    torch.set_num_threads(1)
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    entry = dict(yaml.safe_load((REPO / "delayzoo" / "hyperparams" / "delayed_ez.yml").read_text())["CartPole-v1"])
+    for key in ("n_timesteps", "policy", "prefetch"):
+        entry.pop(key, None)
+    n_envs = entry.pop("n_envs")
+    entry["policy_kwargs"] = eval(entry["policy_kwargs"], {"th": torch, "dict": dict})  # the zoo's own syntax
+    if args.no_updates:
+        entry["gradient_steps"] = 0
+    sleeping = _SleepingStep(args.sleep_ms / 1000)
+
+    def make() -> gym.Env:
+        env = PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(5, p=0.2)))
+        return sleeping(env) if args.sleep_ms else env
+
+    envs_per_actor = args.envs_per_actor or max(n_envs // max(args.self_play_actors, 1), 1)
+    model = DelayedEZ(
+        "MultiInputPolicy", make, seed=seed, self_play_actors=args.self_play_actors,
+        reanalysis_actors=args.reanalysis_actors, envs_per_actor=envs_per_actor, **entry,
+    )
+    marks: dict[str, float] = {}
+    train = model.train
+    in_train = [0.0]
+
+    def timed_train(*a, **k):
+        start = time.perf_counter()
+        try:
+            return train(*a, **k)
+        finally:
+            in_train[0] += time.perf_counter() - start
+
+    model.train = timed_train  # type: ignore[method-assign]
+
+    class Clock(BaseCallback):
+        def _on_step(self) -> bool:
+            if "wall" not in marks and self.model.num_timesteps > self.model.learning_starts:
+                marks.update(wall=time.perf_counter(), cpu=time.process_time(), steps=self.model.num_timesteps,
+                             train=in_train[0], wait=self.model._actors.learner_wait,
+                             actor_cpu=self.model._actors.actor_cpu)
+            marks.update(end_wall=time.perf_counter(), end_cpu=time.process_time(), end_steps=self.model.num_timesteps,
+                         end_train=in_train[0], end_wait=self.model._actors.learner_wait,
+                         end_actor_cpu=self.model._actors.actor_cpu)
+            return True
+
+    model.learn(model.learning_starts + steps, callback=Clock())
+    ray.shutdown()
+    wall = marks["end_wall"] - marks["wall"]
+    done = marks["end_steps"] - marks["steps"]
+    cpu = marks["end_cpu"] - marks["cpu"] + marks["end_actor_cpu"] - marks["actor_cpu"]
+    return {
+        "steps_per_cpu_s": done / cpu,
+        "steps_per_wall_s": done / wall,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "learner_busy": (marks["end_train"] - marks["train"]) / wall,
+        "learner_wait": (marks["end_wait"] - marks["wait"]) / wall,
+    }
+
+
+def _main_actors(args: argparse.Namespace) -> None:
+    """Run :func:`_actor_child` ``--repeats`` times in fresh processes and print the medians."""
+    if args.child:
+        print(json.dumps(_actor_child(args.steps, args.seed, args)))
+        return
+    flags = ["--self-play-actors", str(args.self_play_actors), "--reanalysis-actors", str(args.reanalysis_actors),
+             "--envs-per-actor", str(args.envs_per_actor), "--sleep-ms", str(args.sleep_ms)]
+    flags += ["--no-updates"] if args.no_updates else []
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    runs = []
+    for repeat in range(args.repeats):
+        command = [sys.executable, str(Path(__file__).resolve()), "--child", "--steps", str(args.steps), "--seed",
+                   str(args.seed + repeat), *flags]
+        out = subprocess.run(command, env=env, capture_output=True, text=True, cwd=REPO)
+        if out.returncode:
+            raise SystemExit(f"{' '.join(command)} failed:\n{out.stderr[-3000:]}")
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(f"# run {repeat}: {runs[-1]}", flush=True)
+    load = os.getloadavg()
+    print(f"CartPole-v1 zoo settings on Ray actors: {' '.join(flags)}, {args.steps} timed env steps, 1 torch thread "
+          f"per process, medians of {args.repeats} runs; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    for key in runs[0]:
+        print(f"{key:22}{statistics.median(r[key] for r in runs):12.3f}")
+
+
 def _run(code: Path, steps: int, seed: int, prefetch: str, device: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     command = [sys.executable, str(Path(__file__).resolve()), "--child", "--steps", str(steps), "--seed", str(seed)]
@@ -124,8 +249,17 @@ def main() -> None:
     parser.add_argument("--no-prefetch", action="store_true", help="--prefetch off: targets computed in the update")
     parser.add_argument("--before-prefetch", choices=["thread", "process", "off"], help="default: --prefetch")
     parser.add_argument("--device", default="cpu", help="torch device of the model (the split is CPU time either way)")
+    actors = parser.add_argument_group("Ray actors (timed in steady state, from the first step past learning_starts)")
+    actors.add_argument("--self-play-actors", type=int, default=0, help="DelayedEZ(self_play_actors=N)")
+    actors.add_argument("--reanalysis-actors", type=int, default=0, help="DelayedEZ(reanalysis_actors=M)")
+    actors.add_argument("--envs-per-actor", type=int, default=0, help="default: the entry's 8 envs over the actors")
+    actors.add_argument("--sleep-ms", type=float, default=0.0, help="each env step sleeps this long (a slow simulator)")
+    actors.add_argument("--no-updates", action="store_true", help="gradient_steps=0: the learner is not the bound")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.self_play_actors or args.reanalysis_actors:
+        _main_actors(args)
+        return
     if args.no_prefetch:
         args.prefetch = "off"
     args.before_prefetch = args.before_prefetch or args.prefetch

@@ -699,7 +699,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 reset_num_timesteps=reset_num_timesteps,
                 progress_bar=progress_bar,
             )
-            if self._actors is not None:
+            if self._actors is not None and self._round_updates() > 0:
                 for _ in range(self._actors.owed_rounds(self)):
                     self.train(self._round_updates(), self.batch_size)
             if self.num_timesteps >= self._total_timesteps and len(self.replay_buffer) > 0:

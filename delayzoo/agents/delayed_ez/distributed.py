@@ -5,10 +5,10 @@ The learner stays in the calling process, in SB3's ``learn`` loop; :class:`Actor
 ``learn`` call and replaces two of its steps:
 
 - *collecting* (:meth:`ActorRun.collect_rollouts`): each :class:`~delayzoo.agents.delayed_ez.actors.SelfPlayActor`
-  has at most one ``collect`` call in flight; the learner stores the finished segments it returns (each
-  call's result once, by its key) and counts their steps in ``num_timesteps``. A round of SB3's loop is
-  ``train_freq * n_envs`` received steps (``n_envs = self_play_actors * envs_per_actor``) followed by
-  ``gradient_steps`` updates, so the replay ratio is the in-process one. The throttle: an idle actor
+  has at most :data:`CALLS_IN_FLIGHT` ``collect`` calls in flight; the learner stores the finished segments
+  they return (each call's result once, by its key) and counts their steps in ``num_timesteps``. A round of
+  SB3's loop is ``train_freq * n_envs`` received steps (``n_envs = self_play_actors * envs_per_actor``) followed by
+  ``gradient_steps`` updates, so the replay ratio is the in-process one. The throttle: an actor
   gets a new call only while the steps taken (received, held in the actors' running segments, in
   flight) stay within one round plus one running segment per env of the steps the learner has trained
   on; faster actors wait for the learner, a faster learner waits for the actors;
@@ -49,6 +49,10 @@ __all__ = ["ActorConfig", "ActorRun", "actor_env_factory"]
 
 DEFAULT_CPUS = 0.25
 """CPUs an actor reserves by default: a fraction, so actors find room beside sweep cells that hold whole cores."""
+
+CALLS_IN_FLIGHT = 2
+"""``collect`` calls queued per self-play actor: the next one starts as soon as one ends, without waiting for
+the learner's round trip."""
 
 DEFAULT_REANALYSIS_GPUS = 0.05
 """GPU share of a reanalysis actor where the cluster has GPUs (the reference's batch workers: 0.05)."""
@@ -199,6 +203,9 @@ class ActorRun:
         self._actor_steps = [0] * config.self_play_actors
         self._actor_wall = [0.0] * config.self_play_actors
         self.learner_wait = 0.0
+        """Seconds the learner waited for actors in this learn."""
+        self.actor_cpu = 0.0
+        """Process CPU seconds of the actors' calls received in this learn."""
         self._start = time.perf_counter()
         self._start_steps, self._start_updates = int(model.num_timesteps), int(model._n_updates)
         self._weights_version = self._target_version = 0
@@ -277,18 +284,21 @@ class ActorRun:
         """A ``collect`` call to every idle self-play actor the throttle lets run."""
         epa = self.config.envs_per_actor
         slack = round_steps + len(self.self_play) * epa * model.segment_length
-        for index, actor in enumerate(self.self_play):
-            if index in self._pending.values():
-                continue
-            taken = self._received + sum(self._unfinished) + self._in_flight_steps
-            warming_up = model.num_timesteps <= model.learning_starts
-            if not warming_up and taken >= self._consumed + slack:
-                return
-            ref = actor.collect.options(retry_exceptions=True).remote(
-                self._steps_per_call, self._weights_version, [self._weights], model._current_progress_remaining
-            )
-            self._pending[ref] = index
-            self._in_flight_steps += self._steps_per_call * epa
+        busy = collections.Counter(self._pending.values())
+        for _ in range(CALLS_IN_FLIGHT):
+            for index, actor in enumerate(self.self_play):
+                if busy[index] >= CALLS_IN_FLIGHT:
+                    continue
+                taken = self._received + sum(self._unfinished) + self._in_flight_steps
+                warming_up = model.num_timesteps <= model.learning_starts
+                if not warming_up and taken >= self._consumed + slack:
+                    return
+                ref = actor.collect.options(retry_exceptions=True).remote(
+                    self._steps_per_call, self._weights_version, [self._weights], model._current_progress_remaining
+                )
+                self._pending[ref] = index
+                busy[index] += 1
+                self._in_flight_steps += self._steps_per_call * epa
 
     def _receive(self, model: Any, ref: Any, callback: BaseCallback, log_interval: int | None) -> tuple[int, bool]:
         """Store one call's segments; ``(episodes finished, continue training)``."""
@@ -312,6 +322,7 @@ class ActorRun:
         self._unfinished[index] += result["steps"] - stored
         self._actor_steps[index] += result["steps"]
         self._actor_wall[index] += result["wall_s"]
+        self.actor_cpu += result["cpu_s"]
         for segment in result["segments"]:
             model.replay_buffer.add(segment)
         before = model.num_timesteps
@@ -375,13 +386,14 @@ class ActorRun:
         batches, ref = self._rounds.popleft()
         wait = time.perf_counter()
         try:
-            arrays, _ = self.ray.get(ref)
+            arrays, cpu = self.ray.get(ref)
         except self.ray.exceptions.RayError as error:
             raise RuntimeError(
                 f"a ReanalysisActor failed {self.config.max_restarts + 1} times (actor_max_restarts="
                 f"{self.config.max_restarts}); its last error:\n{error}"
             ) from error
         self.learner_wait += time.perf_counter() - wait
+        self.actor_cpu += cpu
         if len(batches) < gradient_steps:  # a round sampled for fewer updates: sample this one now
             return self.next_round(model, sample, gradient_steps)
         targets = [tuple(torch.tensor(a, device=model.device) for a in batch) for batch in arrays]
