@@ -63,6 +63,7 @@ __all__ = ["DelayedEZ"]
 SelfDelayedEZ = TypeVar("SelfDelayedEZ", bound="DelayedEZ")
 
 REPLAY_ACTIONS = ("executed", "decided")
+FORECAST_POLICIES = ("reanalyse", "store")
 
 
 def _check_hyperparameters(values: dict[str, Any]) -> None:
@@ -128,8 +129,14 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     - the search's tie-breaks are seeded (EZ's tree reseeds from the clock), so runs are reproducible;
     - latent min-max normalisation is off for the conv network (as EZ's Atari model) and on for the
       vector network we add for non-image observations (it keeps the small residual MLP bounded);
-    - policy targets are paired with the observation the search was rooted at (the forecast step under
-      delay); the reference pairs them with the decision step;
+    - under delay, the visits of a search rooted at a forecast state pick the action but are not stored as
+      a policy target: every observation without a search rooted at it gets its policy target by
+      reanalysis from that observation (``forecast_policy="reanalyse"``). The reference stores them with
+      the decision step (misaligned) and reanalyses 99% of its targets; at our CartPole entry's 25% the
+      stored forecast visits were 75% of the targets, and on a trained model the search from the rolled
+      latent picks the same action as the search from the encoding of the state reached only 40-68% of
+      the time (``benchmarks/dez_forward_roll.py``). ``forecast_policy="store"`` stores them as the targets
+      of the forecast step (our former default); without delay both train the same;
     - the Oblivious-EZ baseline (``forward_model=False``) stores the agent's decided actions, as the
       paper's; ``replay_actions="executed"`` gives it the executed ones (a stronger baseline);
     - rewards are clipped for learning only when ``clip_reward`` is set (the Atari entry of the zoo sets
@@ -161,6 +168,12 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         paper's delay-oblivious baseline, Oblivious-EZ)
     :param replay_actions: the action stored for the model: ``"executed"`` (by the env, the undelayed
         MDP) or ``"decided"`` (by the agent); ``None``: executed with the forward model, decided without
+    :param forecast_policy: what becomes of the visits of a search rooted at a forecast state (under delay,
+        with the forward model): ``"reanalyse"``: they only pick the action; the policy target of every
+        observation without a search rooted at it is recomputed by a search from that observation (the
+        learner sees the targets of the undelayed MDP, as the reference's, which reanalyses 99%);
+        ``"store"``: they are stored as the policy target of the observation at ``t + d_t``. Without delay
+        every search is rooted at the observation, so both train the same
     :param clip_reward: rewards used for learning: ``True`` their sign (EfficientZero on Atari), a number
         ``c > 0`` clips them to ``[-c, c]``, ``False`` or 0 keeps them
     :param frame_stack: frames stacked channels-first in each observation, stored once each by the
@@ -233,6 +246,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         reanalyze_ratio: float = 0.99,
         forward_model: bool = True,
         replay_actions: str | None = None,
+        forecast_policy: str = "reanalyse",
         clip_reward: bool | float = False,
         frame_stack: int | None = None,
         gamma: float = 0.997**4,
@@ -301,6 +315,9 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         if replay_actions not in REPLAY_ACTIONS:
             raise ValueError(f"replay_actions must be one of {REPLAY_ACTIONS} or None, got {replay_actions!r}")
         self.replay_actions = replay_actions
+        if forecast_policy not in FORECAST_POLICIES:
+            raise ValueError(f"forecast_policy must be one of {FORECAST_POLICIES}, got {forecast_policy!r}")
+        self.forecast_policy = forecast_policy
         self.clip_reward = _check_clip_reward(clip_reward)
         if frame_stack is not None and (isinstance(frame_stack, bool) or not isinstance(frame_stack, numbers.Integral)):
             raise TypeError(f"frame_stack must be an integer >= 1 or None, got {frame_stack!r}")
@@ -543,7 +560,9 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             temperature=self._temperature(),
         )
         for env_index, writer in enumerate(self._writers):
-            writer.record_search(decision.visits[env_index], int(decision.root_offsets[env_index]))
+            offset = int(decision.root_offsets[env_index])
+            if offset == 0 or self.forecast_policy == "store":
+                writer.record_search(decision.visits[env_index], offset)
         return decision.actions, decision.actions
 
     def _learning_rewards(self, rewards: np.ndarray) -> np.ndarray:
@@ -633,6 +652,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         return compute_targets(
             self.policy.target_network, self.policy.mcts, batches, self._rng, frame_stack=self.frame_stack,
             reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk, device=self.device,
+            reanalyse_missing=self.forecast_policy == "reanalyse",
         )
 
     def _start_prefetch(self, batches: list[ReplayBatch]) -> ThreadPrefetch | ProcessPrefetch:
@@ -640,7 +660,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             return ThreadPrefetch(batches, self._targets)
         if self._worker is None:
             settings = dict(
-                frame_stack=self.frame_stack, reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk
+                frame_stack=self.frame_stack, reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk,
+                reanalyse_missing=self.forecast_policy == "reanalyse",
             )
             self._worker = ReanalysisWorker(self.policy.target_network, self.policy.mcts, settings)
             self._worker_stale = True
