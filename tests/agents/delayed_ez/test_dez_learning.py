@@ -7,6 +7,9 @@ from forward 169.2 / oblivious 22.3 into 84.1 / 92.4. Measured with this code (m
 episodes): seeds 1-4 forward 104.8, 84.1, 106.1, 207.2 (mean 125.6), oblivious 21.7, 92.4, 22.2, 22.3
 (mean 39.7)."""
 
+import importlib.util
+import pathlib
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -57,3 +60,29 @@ def test_forward_model_beats_the_oblivious_baseline_on_delayed_cartpole():
     mean_model, mean_oblivious = float(np.mean(with_model)), float(np.mean(oblivious))
     assert mean_model > 1.5 * mean_oblivious and mean_model > mean_oblivious + 15, (with_model, oblivious)
     assert sum(m > o for m, o in zip(with_model, oblivious)) >= len(SEEDS) - 1, (with_model, oblivious)
+
+
+STUDY = pathlib.Path(__file__).parents[3] / "benchmarks" / "dez_delay_learning.py"
+
+
+def _study():
+    spec = importlib.util.spec_from_file_location("dez_delay_learning", STUDY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_forward_model_keeps_most_of_the_undelayed_return_under_a_random_walk_delay():
+    """CartPole-v1, the entry's hyperparameters at max delay 0 and at a random-walk max delay of 5 (forward
+    model), seeds 0, 1, 2, return = mean of the last 3 evaluations (16 episodes every 2k steps): forward
+    keeps at least 60% of the delay-0 mean. See the CartPole entry's comment in hyperparams/delayed_ez.yml
+    for the measured curves (and Oblivious-EZ's fraction, printed here for comparison, not asserted)."""
+    torch.set_num_threads(1)
+    study = _study()
+    results = [study.run(max_delay, mode, seed) for seed in (0, 1, 2)
+               for max_delay, mode in ((0, "forward"), (5, "forward"), (5, "oblivious"))]
+    print(study.table(results))
+    undelayed = np.mean([study.final_return(r) for r in results if r["max_delay"] == 0])
+    forward = np.mean([study.final_return(r) for r in results if r["max_delay"] == 5 and r["mode"] == "forward"])
+    assert forward >= 0.6 * undelayed, (forward, undelayed)
