@@ -105,6 +105,15 @@ def test_forecast_searches_can_be_stored_as_the_policy_targets_of_the_forecast_s
     np.testing.assert_array_equal(model.replay_buffer.segments()[0].has_policy, [False, False] + [True] * 8)
 
 
+def test_without_delay_both_forecast_policies_train_the_same(tiny_mlp, toy):
+    models = [_agent("MlpPolicy", toy("vector"), tiny_mlp, forecast_policy=value) for value in ("reanalyse", "store")]
+    for model in models:
+        model.learn(40)
+    assert models[0]._n_updates > 0
+    for name, value in models[0].policy.network.state_dict().items():
+        assert torch.equal(models[1].policy.network.state_dict()[name], value), name
+
+
 def test_unknown_forecast_policy_is_named(tiny_mlp, toy):
     with pytest.raises(ValueError, match="forecast_policy.*'keep'"):
         _agent("MultiInputPolicy", _delayed(toy("vector"), 2), tiny_mlp, forecast_policy="keep")
