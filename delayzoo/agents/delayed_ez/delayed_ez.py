@@ -129,14 +129,12 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     - the search's tie-breaks are seeded (EZ's tree reseeds from the clock), so runs are reproducible;
     - latent min-max normalisation is off for the conv network (as EZ's Atari model) and on for the
       vector network we add for non-image observations (it keeps the small residual MLP bounded);
-    - under delay, the visits of a search rooted at a forecast state pick the action but are not stored as
-      a policy target: every observation without a search rooted at it gets its policy target by
-      reanalysis from that observation (``forecast_policy="reanalyse"``). The reference stores them with
-      the decision step (misaligned) and reanalyses 99% of its targets; at our CartPole entry's 25% the
-      stored forecast visits were 75% of the targets, and on a trained model the search from the rolled
-      latent picks the same action as the search from the encoding of the state reached only 40-68% of
-      the time (``benchmarks/dez_forward_roll.py``). ``forecast_policy="store"`` stores them as the targets
-      of the forecast step (our former default); without delay both train the same;
+    - policy targets are paired with the observation the search was rooted at (the forecast step under
+      delay); the reference pairs them with the decision step. ``forecast_policy="reanalyse"`` (an option,
+      not yet shown better) stores no forecast visits and reanalyses every observation without a search
+      rooted at it, as the reference's learner effectively does (99% reanalysed): on a trained model the
+      search from the rolled latent picks the action of the search from the reached state's encoding only
+      40-68% of the time (``benchmarks/dez_forward_roll.py``); without delay both train the same;
     - the Oblivious-EZ baseline (``forward_model=False``) stores the agent's decided actions, as the
       paper's; ``replay_actions="executed"`` gives it the executed ones (a stronger baseline);
     - rewards are clipped for learning only when ``clip_reward`` is set (the Atari entry of the zoo sets
@@ -169,11 +167,11 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     :param replay_actions: the action stored for the model: ``"executed"`` (by the env, the undelayed
         MDP) or ``"decided"`` (by the agent); ``None``: executed with the forward model, decided without
     :param forecast_policy: what becomes of the visits of a search rooted at a forecast state (under delay,
-        with the forward model): ``"reanalyse"``: they only pick the action; the policy target of every
-        observation without a search rooted at it is recomputed by a search from that observation (the
-        learner sees the targets of the undelayed MDP, as the reference's, which reanalyses 99%);
-        ``"store"``: they are stored as the policy target of the observation at ``t + d_t``. Without delay
-        every search is rooted at the observation, so both train the same
+        with the forward model): ``"store"``: they are stored as the policy target of the observation at
+        ``t + d_t``; ``"reanalyse"``: they only pick the action, and the policy target of every observation
+        without a search rooted at it is recomputed by a search from that observation (the learner sees the
+        targets of the undelayed MDP, as the reference's, which reanalyses 99%). Without delay every search
+        is rooted at the observation, so both train the same
     :param clip_reward: rewards used for learning: ``True`` their sign (EfficientZero on Atari), a number
         ``c > 0`` clips them to ``[-c, c]``, ``False`` or 0 keeps them
     :param frame_stack: frames stacked channels-first in each observation, stored once each by the
@@ -246,7 +244,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         reanalyze_ratio: float = 0.99,
         forward_model: bool = True,
         replay_actions: str | None = None,
-        forecast_policy: str = "reanalyse",
+        forecast_policy: str = "store",
         clip_reward: bool | float = False,
         frame_stack: int | None = None,
         gamma: float = 0.997**4,

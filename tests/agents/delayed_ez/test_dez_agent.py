@@ -90,19 +90,20 @@ def test_replay_stores_executed_actions_with_the_forward_model_and_decided_ones_
     game = model.replay_buffer.segments()[0]
     if forward_model:
         np.testing.assert_array_equal(game.actions, [0, 0] + decided[:8])  # noop fillers, then a_{t-2}
-        # the search of decision t was rooted at a forecast of step t + 2: its visits only pick the action
-        np.testing.assert_array_equal(game.has_policy, [False] * 10)
+        # the search of decision t was rooted at step t + 2
+        np.testing.assert_array_equal(game.has_policy, [False, False] + [True] * 8)
     else:
         np.testing.assert_array_equal(game.actions, decided)  # the paper's Oblivious-EZ
         np.testing.assert_array_equal(game.has_policy, [True] * 10)  # rooted at the current observation
 
 
-def test_forecast_searches_can_be_stored_as_the_policy_targets_of_the_forecast_step(tiny_mlp, toy):
+def test_forecast_searches_can_be_left_out_of_the_policy_targets(tiny_mlp, toy):
     env = _delayed(toy("vector", episode_length=10), ConstantDelay(2))
-    model = _agent("MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50, forecast_policy="store")
+    model = _agent("MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50,
+                   forecast_policy="reanalyse")
     model.learn(10)
-    # the search of decision t was rooted at step t + 2
-    np.testing.assert_array_equal(model.replay_buffer.segments()[0].has_policy, [False, False] + [True] * 8)
+    # every search was rooted at a forecast: its visits only picked the action
+    np.testing.assert_array_equal(model.replay_buffer.segments()[0].has_policy, [False] * 10)
 
 
 def test_without_delay_both_forecast_policies_train_the_same(tiny_mlp, toy):

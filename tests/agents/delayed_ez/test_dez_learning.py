@@ -80,8 +80,8 @@ def test_forward_model_keeps_most_of_the_undelayed_return_under_a_random_walk_de
 
     Measured (2026-12-02, the curves in the CartPole entry's comment of hyperparams/delayed_ez.yml): delay 0
     gives 344.2 / 172.9 / 9.6 (mean 175.6, so the bar is 105.4; seed 2 collapses to one action without any
-    delay); the delayed runs were not finished in that session (forward, seed 0: 16, 22, 101, 59 at 2k-8k
-    steps). About 7 CPU-min per undelayed run, more under delay (reanalysis of the forecast steps)."""
+    delay); the delayed runs were not finished in that session (forward with forecast_policy='reanalyse',
+    seed 0: 16, 22, 101, 59, 64, 65 at 2k-12k steps). About 7 CPU-min per undelayed run."""
     torch.set_num_threads(1)
     study = _study()
     results = [study.run(max_delay, mode, seed) for seed in (0, 1, 2)

@@ -103,7 +103,9 @@ def test_process_prefetch_off_the_cpu_is_refused_naming_the_device(tiny_mlp, toy
 
 
 def test_positions_without_a_stored_search_policy_are_reanalysed_when_asked(tiny_mlp, toy):
-    model = _trained("vector", tiny_mlp, toy, False)  # forecast searches are not stored as policy targets
+    model = _trained("vector", tiny_mlp, toy, False)  # with forecast searches stored: rows at the
+    model.forecast_policy = "reanalyse"  # filler steps have none; from now on none is stored at all
+    model.learn(16, reset_num_timesteps=False)
     batch = model.replay_buffer.sample(16, model.target_config, model._rng, 1.0)
     stored = batch.stored_policy_mask.astype(bool)
     assert batch.policy_valid.any() and not stored[batch.policy_valid].all()
