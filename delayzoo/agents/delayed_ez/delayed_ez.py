@@ -67,6 +67,7 @@ __all__ = ["DelayedEZ"]
 SelfDelayedEZ = TypeVar("SelfDelayedEZ", bound="DelayedEZ")
 
 REPLAY_ACTIONS = ("executed", "decided")
+FORECAST_POLICIES = ("reanalyse", "store")
 
 
 def _check_hyperparameters(values: dict[str, Any]) -> None:
@@ -136,7 +137,11 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     - latent min-max normalisation is off for the conv network (as EZ's Atari model) and on for the
       vector network we add for non-image observations (it keeps the small residual MLP bounded);
     - policy targets are paired with the observation the search was rooted at (the forecast step under
-      delay); the reference pairs them with the decision step;
+      delay); the reference pairs them with the decision step. ``forecast_policy="reanalyse"`` (an option,
+      not yet shown better) stores no forecast visits and reanalyses every observation without a search
+      rooted at it, as the reference's learner effectively does (99% reanalysed): on a trained model the
+      search from the rolled latent picks the action of the search from the reached state's encoding only
+      40-68% of the time (``benchmarks/dez_forward_roll.py``); without delay both train the same;
     - the Oblivious-EZ baseline (``forward_model=False``) stores the agent's decided actions, as the
       paper's; ``replay_actions="executed"`` gives it the executed ones (a stronger baseline);
     - rewards are clipped for learning only when ``clip_reward`` is set (the Atari entry of the zoo sets
@@ -168,6 +173,12 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         paper's delay-oblivious baseline, Oblivious-EZ)
     :param replay_actions: the action stored for the model: ``"executed"`` (by the env, the undelayed
         MDP) or ``"decided"`` (by the agent); ``None``: executed with the forward model, decided without
+    :param forecast_policy: what becomes of the visits of a search rooted at a forecast state (under delay,
+        with the forward model): ``"store"``: they are stored as the policy target of the observation at
+        ``t + d_t``; ``"reanalyse"``: they only pick the action, and the policy target of every observation
+        without a search rooted at it is recomputed by a search from that observation (the learner sees the
+        targets of the undelayed MDP, as the reference's, which reanalyses 99%). Without delay every search
+        is rooted at the observation, so both train the same
     :param clip_reward: rewards used for learning: ``True`` their sign (EfficientZero on Atari), a number
         ``c > 0`` clips them to ``[-c, c]``, ``False`` or 0 keeps them
     :param frame_stack: frames stacked channels-first in each observation, stored once each by the
@@ -264,6 +275,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         reanalyze_ratio: float = 0.99,
         forward_model: bool = True,
         replay_actions: str | None = None,
+        forecast_policy: str = "store",
         clip_reward: bool | float = False,
         frame_stack: int | None = None,
         gamma: float = 0.997**4,
@@ -344,6 +356,9 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         if replay_actions not in REPLAY_ACTIONS:
             raise ValueError(f"replay_actions must be one of {REPLAY_ACTIONS} or None, got {replay_actions!r}")
         self.replay_actions = replay_actions
+        if forecast_policy not in FORECAST_POLICIES:
+            raise ValueError(f"forecast_policy must be one of {FORECAST_POLICIES}, got {forecast_policy!r}")
+        self.forecast_policy = forecast_policy
         self.clip_reward = _check_clip_reward(clip_reward)
         if frame_stack is not None and (isinstance(frame_stack, bool) or not isinstance(frame_stack, numbers.Integral)):
             raise TypeError(f"frame_stack must be an integer >= 1 or None, got {frame_stack!r}")
@@ -632,7 +647,9 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             temperature=self._temperature(),
         )
         for env_index, writer in enumerate(self._writers):
-            writer.record_search(decision.visits[env_index], int(decision.root_offsets[env_index]))
+            offset = int(decision.root_offsets[env_index])
+            if offset == 0 or self.forecast_policy == "store":
+                writer.record_search(decision.visits[env_index], offset)
         return decision.actions, decision.actions
 
     def _learning_rewards(self, rewards: np.ndarray) -> np.ndarray:
@@ -798,6 +815,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         return compute_targets(
             self.policy.target_network, self.policy.mcts, batches, self._rng, frame_stack=self.frame_stack,
             reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk, device=self.device,
+            reanalyse_missing=self.forecast_policy == "reanalyse",
         )
 
     def _start_prefetch(self, batches: list[ReplayBatch]) -> ThreadPrefetch | ProcessPrefetch:
@@ -805,7 +823,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             return ThreadPrefetch(batches, self._targets)
         if self._worker is None:
             settings = dict(
-                frame_stack=self.frame_stack, reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk
+                frame_stack=self.frame_stack, reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk,
+                reanalyse_missing=self.forecast_policy == "reanalyse",
             )
             self._worker = ReanalysisWorker(self.policy.target_network, self.policy.mcts, settings)
             self._worker_stale = True

@@ -20,7 +20,7 @@ from delayzoo.agents.common.pending import roll_through_pending
 from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, LSTMState
 
-__all__ = ["MCTS", "SearchOutput", "forecast_latents"]
+__all__ = ["MCTS", "SearchOutput", "forecast_latents", "forecast_roots"]
 
 
 class SearchOutput(NamedTuple):
@@ -51,6 +51,28 @@ def forecast_latents(
     return roll_through_pending(step, latent, pending_actions.long().to(latent.device), delays.to(latent.device))
 
 
+def forecast_roots(
+    network: EfficientZeroNetwork, latent: torch.Tensor, pending_actions: torch.Tensor, delays: torch.Tensor
+) -> tuple[torch.Tensor, LSTMState]:
+    """Roll each latent and its value-prefix LSTM state (from zeros) through its own pending actions.
+
+    The Delayed-EZ reference's forward roll: the search then starts from the rolled latent with the
+    rolled LSTM state (no reset during the roll; a row with delay 0 keeps the zero state).
+
+    :return: latents ``(B, ...)`` and LSTM state ``(h, c)``, each ``(1, B, lstm_hidden_size)``
+    """
+    h0, c0 = network.initial_lstm_state(latent.shape[0])
+
+    def step(carry: dict[str, torch.Tensor], actions: torch.Tensor) -> dict[str, torch.Tensor]:
+        state = (carry["h"].unsqueeze(0), carry["c"].unsqueeze(0))
+        next_latent, (h, c), _ = network.dynamics(carry["latent"], actions, state)
+        return {"latent": next_latent, "h": h[0], "c": c[0]}
+
+    carry = {"latent": latent, "h": h0[0], "c": c0[0]}
+    out = roll_through_pending(step, carry, pending_actions.long().to(latent.device), delays.to(latent.device))
+    return out["latent"], (out["h"].unsqueeze(0), out["c"].unsqueeze(0))
+
+
 class MCTS:
     """EfficientZero's pUCT search, batched over roots.
 
@@ -79,8 +101,10 @@ class MCTS:
         root_policy_logits: torch.Tensor,
         rng: np.random.Generator,
         add_noise: bool,
+        root_lstm_state: LSTMState | None = None,
     ) -> SearchOutput:
-        """Search from ``B`` root latents (their value-prefix LSTM starts from zeros).
+        """Search from ``B`` root latents (their value-prefix LSTM starts from zeros unless ``root_lstm_state``
+        is given; the roots' own value prefixes are 0 either way).
 
         Runs under ``torch.inference_mode`` (only numpy arrays leave it).
 
@@ -89,6 +113,8 @@ class MCTS:
         :param root_policy_logits: ``(B, A)`` prior logits at the roots
         :param rng: draws the tie-break seed and, with ``add_noise``, the Dirichlet noise
         :param add_noise: Dirichlet noise at the roots (training only)
+        :param root_lstm_state: ``(h, c)``, each ``(1, B, lstm_hidden_size)``: the roots' value-prefix LSTM
+            state (the reference's forecast roots carry the state of the forward roll)
         """
         config = self.config
         simulations = config.num_simulations
@@ -110,6 +136,8 @@ class MCTS:
         h0, _ = network.initial_lstm_state(batch)
         hidden = h0.new_zeros(((simulations + 1) * batch, h0.shape[-1]))
         cell = torch.zeros_like(hidden)
+        if root_lstm_state is not None:
+            hidden[:batch], cell[:batch] = root_lstm_state[0][0], root_lstm_state[1][0]
         depth = np.zeros((simulations + 1, batch), dtype=np.int64)
         columns = np.arange(batch)
         for sim in range(1, simulations + 1):

@@ -60,12 +60,15 @@ def compute_targets(
     reanalyze_ratio: float,
     chunk: int | None,
     device: torch.device,
+    reanalyse_missing: bool = False,
 ) -> list[Targets]:
     """The targets of each batch of a round (one batched search over all of the round's reanalysed roots).
 
     :param chunk: roots per network call and search; ``None``: all at once on a GPU,
         :data:`CPU_REANALYSIS_CHUNK` on a CPU
     :param rng: the search's Dirichlet noise and tie-breaks
+    :param reanalyse_missing: also reanalyse the positions beyond the first ``reanalyze_ratio`` of a batch
+        that have no stored search policy (under delay, those whose searches were rooted at a forecast)
     """
 
     def chunk_size(total: int) -> int:
@@ -92,7 +95,11 @@ def compute_targets(
         mask = torch.as_tensor(batch.stored_policy_mask, device=device)
         out.append((values, policies, mask))
         num_reanalyzed = int(round(reanalyze_ratio * rows_in_batch))
-        rows, cols = np.nonzero(batch.policy_valid[:num_reanalyzed])
+        chosen = np.zeros_like(batch.policy_valid)
+        chosen[:num_reanalyzed] = True
+        if reanalyse_missing:
+            chosen |= batch.stored_policy_mask == 0
+        rows, cols = np.nonzero(batch.policy_valid & chosen)
         if len(rows):
             stacks = batch_stacks(batch, batch.policy_offset, frame_stack, device)
             roots.append(stacks[torch.as_tensor(rows), torch.as_tensor(cols)])
@@ -186,7 +193,8 @@ class ReanalysisWorker:
 
     :param target_net: the target network (copied into the worker; :meth:`submit` sends new weights)
     :param mcts: the search
-    :param settings: ``frame_stack``, ``reanalyze_ratio`` and ``chunk`` of :func:`compute_targets`
+    :param settings: ``frame_stack``, ``reanalyze_ratio``, ``chunk`` and ``reanalyse_missing`` of
+        :func:`compute_targets`
     """
 
     def __init__(self, target_net: EfficientZeroNetwork, mcts: MCTS, settings: dict[str, Any]) -> None:

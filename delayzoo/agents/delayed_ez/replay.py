@@ -9,8 +9,9 @@ would take 11 GB).
 The replay stores what the agent trains its model on: the *executed* action
 (``info["executed_action"]``), or the agent's own *decided* action for the paper's Oblivious-EZ
 (``DelayedEZ(replay_actions=...)``). A search made at decision time ``t`` was rooted at the forecast
-state of step ``t + d_t`` (the step where its action is executed); its visit distribution is
-therefore the policy target of the observation at ``t + d_t`` (:meth:`GameWriter.record_search`).
+state of step ``t + d_t`` (the step where its action is executed); when the agent stores its visit
+distribution (``DelayedEZ(forecast_policy="store")``), it is the policy target of the observation at
+``t + d_t`` (:meth:`GameWriter.record_search`).
 """
 
 from __future__ import annotations

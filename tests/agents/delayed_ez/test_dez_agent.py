@@ -97,6 +97,29 @@ def test_replay_stores_executed_actions_with_the_forward_model_and_decided_ones_
         np.testing.assert_array_equal(game.has_policy, [True] * 10)  # rooted at the current observation
 
 
+def test_forecast_searches_can_be_left_out_of_the_policy_targets(tiny_mlp, toy):
+    env = _delayed(toy("vector", episode_length=10), ConstantDelay(2))
+    model = _agent("MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50,
+                   forecast_policy="reanalyse")
+    model.learn(10)
+    # every search was rooted at a forecast: its visits only picked the action
+    np.testing.assert_array_equal(model.replay_buffer.segments()[0].has_policy, [False] * 10)
+
+
+def test_without_delay_both_forecast_policies_train_the_same(tiny_mlp, toy):
+    models = [_agent("MlpPolicy", toy("vector"), tiny_mlp, forecast_policy=value) for value in ("reanalyse", "store")]
+    for model in models:
+        model.learn(40)
+    assert models[0]._n_updates > 0
+    for name, value in models[0].policy.network.state_dict().items():
+        assert torch.equal(models[1].policy.network.state_dict()[name], value), name
+
+
+def test_unknown_forecast_policy_is_named(tiny_mlp, toy):
+    with pytest.raises(ValueError, match="forecast_policy.*'keep'"):
+        _agent("MultiInputPolicy", _delayed(toy("vector"), 2), tiny_mlp, forecast_policy="keep")
+
+
 def test_executed_actions_can_train_the_oblivious_baseline(tiny_mlp, toy):
     model = _agent("MultiInputPolicy", _delayed(toy("vector"), ConstantDelay(2)), tiny_mlp, forward_model=False,
                    replay_actions="executed", learning_starts=1000, segment_length=50)

@@ -89,3 +89,23 @@ def test_plain_observations_search_from_the_encoded_observation(tiny_mlp):
     with torch.no_grad():
         torch.testing.assert_close(captured["latent"], policy.network.eval().represent(obs))
     np.testing.assert_array_equal(decision.root_offsets, [0, 0])
+
+
+def test_forecast_roots_carry_the_value_prefix_lstm_through_the_roll(tiny_mlp):
+    from delayzoo.agents.delayed_ez.mcts import forecast_roots
+    from delayzoo.agents.delayed_ez.networks import build_network
+
+    torch.manual_seed(0)
+    net = build_network((4,), 3, False, **tiny_mlp).eval()
+    delays, pending = torch.tensor([0, 2, 3]), torch.tensor([[1, 1, 1], [2, 0, 1], [0, 2, 1]])
+    with torch.no_grad():
+        latent = net.represent(torch.randn(3, 4))
+        rolled, (h, c) = forecast_roots(net, latent, pending, delays)
+        torch.testing.assert_close(rolled, forecast_latents(net.transition, latent, pending, delays))
+        for b in range(3):
+            expected, state = latent[b : b + 1], net.initial_lstm_state(1)
+            for k in range(int(delays[b])):
+                expected, state, _ = net.dynamics(expected, pending[b, k : k + 1], state)
+            torch.testing.assert_close(h[:, b], state[0][:, 0])
+            torch.testing.assert_close(c[:, b], state[1][:, 0])
+    assert not h[:, 0].any()  # delay 0: a fresh state

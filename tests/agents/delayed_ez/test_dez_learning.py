@@ -9,6 +9,9 @@ episodes): seeds 1-4 forward 104.8, 84.1, 106.1, 207.2 (mean 125.6), oblivious 2
 
 import sys
 
+import importlib.util
+import pathlib
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -68,3 +71,33 @@ def test_forward_model_beats_the_oblivious_baseline_on_delayed_cartpole(actors):
     mean_model, mean_oblivious = float(np.mean(with_model)), float(np.mean(oblivious))
     assert mean_model > 1.5 * mean_oblivious and mean_model > mean_oblivious + 15, (with_model, oblivious)
     assert sum(m > o for m, o in zip(with_model, oblivious)) >= len(SEEDS) - 1, (with_model, oblivious)
+
+
+STUDY = pathlib.Path(__file__).parents[3] / "benchmarks" / "dez_delay_learning.py"
+
+
+def _study():
+    spec = importlib.util.spec_from_file_location("dez_delay_learning", STUDY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_forward_model_keeps_most_of_the_undelayed_return_under_a_random_walk_delay():
+    """CartPole-v1, the entry's hyperparameters at max delay 0 and at a random-walk max delay of 5 (forward
+    model), seeds 0, 1, 2, return = mean of the last 3 evaluations (16 episodes every 2k steps): forward
+    keeps at least 60% of the delay-0 mean. Oblivious-EZ's fraction is printed beside it, not asserted.
+
+    Measured (2026-12-02, the curves in the CartPole entry's comment of hyperparams/delayed_ez.yml): delay 0
+    gives 344.2 / 172.9 / 9.6 (mean 175.6, so the bar is 105.4; seed 2 collapses to one action without any
+    delay); the delayed runs were not finished in that session (forward with forecast_policy='reanalyse',
+    seed 0: 16, 22, 101, 59, 64, 65 at 2k-12k steps). About 7 CPU-min per undelayed run."""
+    torch.set_num_threads(1)
+    study = _study()
+    results = [study.run(max_delay, mode, seed) for seed in (0, 1, 2)
+               for max_delay, mode in ((0, "forward"), (5, "forward"), (5, "oblivious"))]
+    print(study.table(results))
+    undelayed = np.mean([study.final_return(r) for r in results if r["max_delay"] == 0])
+    forward = np.mean([study.final_return(r) for r in results if r["max_delay"] == 5 and r["mode"] == "forward"])
+    assert forward >= 0.6 * undelayed, (forward, undelayed)

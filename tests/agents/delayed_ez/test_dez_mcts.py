@@ -198,3 +198,13 @@ def test_driver_gives_the_visit_counts_of_the_plain_search(add_noise, batch):
     np.testing.assert_array_equal(fast.visits, plain_visits)
     np.testing.assert_array_equal(fast.root_values, plain_values)
     assert batch == 1 or len({tuple(row) for row in fast.visits}) > 1
+
+
+def test_the_search_can_start_from_a_given_value_prefix_lstm_state():
+    net, horizon = ChainNet(), 5
+    state = (torch.full((1, 2, 1), 2.0), torch.full((1, 2, 1), 2.0))
+    MCTS(1, SearchConfig(num_simulations=12, lstm_horizon=horizon)).search(
+        net, torch.zeros(2, 1), torch.zeros(2, 1), np.random.default_rng(0), False, root_lstm_state=state
+    )
+    for parent_depth, steps in net.calls:  # the roots' state counts as 2 steps, until the first reset
+        assert steps == (parent_depth + 2 if parent_depth < horizon else parent_depth % horizon)

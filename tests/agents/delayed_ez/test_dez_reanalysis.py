@@ -2,11 +2,12 @@ import gc
 import os
 import signal
 
+import numpy as np
 import pytest
 import torch
 
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
-from delayzoo.agents.delayed_ez.reanalysis import ProcessPrefetch, ReanalysisWorker
+from delayzoo.agents.delayed_ez.reanalysis import ProcessPrefetch, ReanalysisWorker, compute_targets
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
 # 48 updates per run, the last target refresh before the end (a stale worker would show after set_parameters)
@@ -99,3 +100,20 @@ def test_process_prefetch_off_the_cpu_is_refused_naming_the_device(tiny_mlp, toy
     with pytest.raises(ValueError, match=message):
         DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), prefetch="process",
                   device="meta")
+
+
+def test_positions_without_a_stored_search_policy_are_reanalysed_when_asked(tiny_mlp, toy):
+    model = _trained("vector", tiny_mlp, toy, False)  # with forecast searches stored: rows at the
+    model.forecast_policy = "reanalyse"  # filler steps have none; from now on none is stored at all
+    model.learn(16, reset_num_timesteps=False)
+    batch = model.replay_buffer.sample(16, model.target_config, model._rng, 1.0)
+    stored = batch.stored_policy_mask.astype(bool)
+    assert batch.policy_valid.any() and not stored[batch.policy_valid].all()
+    for missing in (False, True):
+        (_, policies, mask), = compute_targets(
+            model.policy.target_network, model.policy.mcts, [batch], np.random.default_rng(0), frame_stack=1,
+            reanalyze_ratio=0.0, chunk=None, device=torch.device("cpu"), reanalyse_missing=missing,
+        )
+        expected = batch.policy_valid if missing else stored
+        np.testing.assert_array_equal(mask.numpy().astype(bool), expected)
+        torch.testing.assert_close(policies[torch.as_tensor(expected)].sum(-1), torch.ones(int(expected.sum())))
