@@ -7,10 +7,9 @@ from forward 169.2 / oblivious 22.3 into 84.1 / 92.4. Measured with this code (m
 episodes): seeds 1-4 forward 104.8, 84.1, 106.1, 207.2 (mean 125.6), oblivious 21.7, 92.4, 22.2, 22.3
 (mean 39.7). The same check runs with one self-play and one reanalysis Ray actor (``ray-actors``)."""
 
-import sys
-
 import importlib.util
 import pathlib
+import sys
 
 import gymnasium as gym
 import numpy as np
