@@ -17,6 +17,7 @@ from gymnasium import spaces
 __all__ = ["PendingView", "has_pending_view", "read_pending_view", "roll_through_pending"]
 
 PENDING_VIEW_KEYS = ("observation", "pending_actions", "delay")
+"""The keys of the pending view's ``Dict`` observation."""
 """The keys of :class:`~delayzoo.wrappers.PendingActionsObservation`'s ``Dict``."""
 
 
@@ -39,7 +40,7 @@ def has_pending_view(observation_space: spaces.Space) -> bool:
 def read_pending_view(obs: dict[str, torch.Tensor], action_space: spaces.Space) -> PendingView:
     """The pending view of a batch of ``Dict`` observations, checked against ``action_space``.
 
-    :param obs: batched tensors under the keys of :data:`PENDING_VIEW_KEYS`
+    :param obs: batched tensors under the keys of ``PENDING_VIEW_KEYS``
     :param action_space: ``Discrete`` (pending entries are indices ``action - start``) or ``Box``
     :return: the view, its padding (positions ``>= delay``) set to 0 whatever it held
     :raise ValueError: for a delay outside ``[0, max_delay]`` or a pending action (before its env's

@@ -12,7 +12,7 @@ import torch
 
 
 def symlog(x: torch.Tensor) -> torch.Tensor:
-    """sign(x) * log(1 + |x|): squashes large magnitudes, identity-like near 0."""
+    """``sign(x) * log(1 + |x|)``: squashes large magnitudes, identity-like near 0."""
     return torch.sign(x) * torch.log1p(torch.abs(x))
 
 
@@ -22,12 +22,12 @@ def symexp(x: torch.Tensor) -> torch.Tensor:
 
 
 def h_transform(x: torch.Tensor, eps: float = 0.001) -> torch.Tensor:
-    """EfficientZero / MuZero value transform h(x) = sign(x)(sqrt(|x|+1) - 1) + eps x."""
+    """EfficientZero / MuZero value transform ``h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x``."""
     return torch.sign(x) * (torch.sqrt(torch.abs(x) + 1.0) - 1.0) + eps * x
 
 
 def h_inverse(y: torch.Tensor, eps: float = 0.001) -> torch.Tensor:
-    """Exact inverse of :func:`h_transform` (closed form of the quadratic in sqrt(|x|+1))."""
+    """Exact inverse of :func:`h_transform` (closed form of the quadratic in ``sqrt(|x| + 1)``)."""
     inner = torch.sqrt(1.0 + 4.0 * eps * (torch.abs(y) + 1.0 + eps)) - 1.0
     return torch.sign(y) * ((inner / (2.0 * eps)) ** 2 - 1.0)
 

@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]
+"""The value-prefix LSTM's ``(h, c)`` state."""
 
 
 class InitialOutput(NamedTuple):

@@ -52,6 +52,7 @@ class PartClock:
         self._last = (time.perf_counter(), time.process_time())
 
     def lap(self, name: str) -> None:
+        """Record the part ``name`` as the time since the previous lap."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         now = (time.perf_counter(), time.process_time())
@@ -97,7 +98,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
       decided actions are stored: plain PWM, unaware of the delay, the baseline of the delay papers.
 
     ``benchmarks/pwm_delay_modes.py`` compares the three modes on CartPole-v1 under
-    ``RandomWalkDelay(max_delay=5)`` (same seeds and budget; what was measured is in the README).
+    ``RandomWalkDelay(max_delay=5)`` (same seeds and budget; what was measured is in docs/delay-benchmark.md).
 
     Differences from the reference implementation (Wongziseoi/PaMoRL), each with its reason.
 
@@ -442,7 +443,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         update in imagination from all of that batch's posterior states).
 
         The wall and process CPU seconds of the last update's parts (``"world_model"``, sampling
-        included; ``"imagination"``; ``"actor_critic"``) are in :attr:`last_update_times`.
+        included; ``"imagination"``; ``"actor_critic"``) are in ``last_update_times``.
 
         Skipped while the replay buffer holds less than one window per env (e.g. right after
         ``load`` without ``load_replay_buffer``).
