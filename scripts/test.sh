@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# What CI checks, in order: style (ruff), types (mypy), then the tests and the wrappers' docstring
-# examples (pytest; slow learning checks are deselected: pass -m slow to run them). Arguments go to pytest.
+# What CI checks, in order: style (ruff), types (mypy), the documentation build (warnings are errors), then
+# the tests, the wrappers' docstring examples and the examples of the README and docs/ (pytest; slow checks
+# are deselected: pass -m slow to run them). Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 "$PYTHON" -m ruff check .
 "$PYTHON" -m mypy
+PYTHON="$PYTHON" bash scripts/docs.sh
 "$PYTHON" -m pytest "$@"

@@ -1,4 +1,4 @@
-"""CI runs what the README says: set-up, then style (ruff), types (mypy), the tests and the wrappers' doctests."""
+"""CI runs what the README says: set-up, then style (ruff), types (mypy), the docs build, the tests and examples."""
 
 from __future__ import annotations
 
@@ -18,9 +18,16 @@ def test_ci_runs_the_readme_test_command_in_a_fresh_venv():
     assert TEST_COMMAND in (REPO / "README.md").read_text()
 
 
-def test_the_test_command_checks_style_then_types_then_runs_pytest():
-    commands = [line for line in (REPO / "scripts/test.sh").read_text().splitlines() if line.startswith('"$PYTHON"')]
-    assert commands == ['"$PYTHON" -m ruff check .', '"$PYTHON" -m mypy', '"$PYTHON" -m pytest "$@"']
+def test_the_test_command_checks_style_then_types_then_builds_the_docs_then_runs_pytest():
+    commands = [line for line in (REPO / "scripts/test.sh").read_text().splitlines() if "$PYTHON" in line]
+    assert commands == [
+        '"$PYTHON" -m ruff check .',
+        '"$PYTHON" -m mypy',
+        'PYTHON="$PYTHON" bash scripts/docs.sh',
+        '"$PYTHON" -m pytest "$@"',
+    ]
+    docs = (REPO / "scripts/docs.sh").read_text()
+    assert "-m sphinx -E -W --keep-going -n" in docs  # warnings and broken references are errors
 
 
 def test_pyproject_configures_ruff_mypy_and_the_wrappers_doctests():
