@@ -110,4 +110,6 @@ def test_the_readme_main_job_runs_capped(tmp_path):
     run = tmp_path / "logs/pwm/CartPole-v1_1"
     assert (run / "rl_model_2000_steps.zip").is_file() and (run / "CartPole-v1.zip").is_file()
     rows = (tmp_path / "logs/eval_result/pwm/CartPole-v1_1.csv").read_text().splitlines()
-    assert rows[0].startswith("step,episode_0") and [row.split(",")[0] for row in rows[1:]] == ["2000", "2000"]
+    # the checkpoint and the final model are both at 2,000 steps: eval scores that model once, on 10 episodes
+    assert rows[0].startswith("step,episode_0,") and len(rows[0].split(",")) == 11
+    assert [row.split(",")[0] for row in rows[1:]] == ["2000"]
