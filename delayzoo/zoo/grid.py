@@ -119,7 +119,7 @@ class Cell:
         return [*args, "--no-pending-view"] if self.label is not None else args
 
     def record(self) -> dict[str, Any]:
-        """What :data:`CELL_RECORD` holds about the cell (plain data)."""
+        """What :data:`~delayzoo.zoo.grid.CELL_RECORD` holds about the cell (plain data)."""
         return {
             "label": self.agent,
             "algo": self.algo,

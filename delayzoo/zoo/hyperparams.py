@@ -7,7 +7,7 @@ do not cover, so every rl_zoo3 algorithm and env runs without ``-conf``. Any oth
 with ``-conf``, then only that file is read: a YAML file (``FILE.yml``), or, as in rl_zoo3, a Python file
 (``FILE.py``) or module (``package.module``) whose ``hyperparams`` mapping holds the entries. A Python
 file is code the user runs by naming it, like a script, so its entries are trusted as they are
-(:attr:`HyperparamsEntry.python`); YAML entries are checked (:mod:`delayzoo.zoo.trust`).
+(the ``python`` field of :class:`HyperparamsEntry`); YAML entries are checked (:mod:`delayzoo.zoo.trust`).
 
 An entry is chosen by, in order:
 

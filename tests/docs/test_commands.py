@@ -57,6 +57,10 @@ def _parse(module: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Non
         from delayzoo.zoo import sweep
 
         assert sweep.main([*argv, "--dry-run"]) == 0
+    elif module == "delayzoo.zoo.study":
+        from delayzoo.zoo import study
+
+        assert study.main([*argv, "--dry-run"]) == 0
     elif module in ("delayzoo.zoo.eval", "delayzoo.zoo.plot"):
         parser = __import__(module, fromlist=["parser"]).parser
         parser().parse_args(argv)

@@ -8,11 +8,11 @@ import pytest
 
 from tests.docs.blocks import REPO
 
-ZOO_PAGES = (REPO / "docs/zoo.md", REPO / "docs/sweeps.md")
+ZOO_PAGES = (REPO / "docs/zoo.md", REPO / "docs/sweeps.md", REPO / "docs/delay-benchmark.md")
 
 
 def _parsers():
-    from delayzoo.zoo import enjoy, plot, sweep, train
+    from delayzoo.zoo import enjoy, plot, study, sweep, train
     from delayzoo.zoo import eval as evaluate
 
     return {
@@ -22,10 +22,11 @@ def _parsers():
         "enjoy": enjoy.parser(),
         "record_video": enjoy.parser(record=True),
         "sweep": sweep.parser(),
+        "study": study.parser(),
     }
 
 
-@pytest.mark.parametrize("command", ["train", "eval", "plot", "enjoy", "record_video", "sweep"])
+@pytest.mark.parametrize("command", ["train", "eval", "plot", "enjoy", "record_video", "sweep", "study"])
 def test_every_flag_of_the_zoo_is_documented(command):
     text = "\n".join(page.read_text() for page in ZOO_PAGES)
     flags = {
@@ -34,7 +35,7 @@ def test_every_flag_of_the_zoo_is_documented(command):
         if action.option_strings and "-h" not in action.option_strings
     }
     missing = sorted(flag for flag in flags if not re.search(rf"`{re.escape(flag)}[` =\]]", text))
-    assert not missing, f"flags of {command} not documented on docs/zoo.md or docs/sweeps.md: {missing}"
+    assert not missing, f"flags of {command} not documented on {[page.name for page in ZOO_PAGES]}: {missing}"
 
 
 def test_the_readme_links_point_at_files_that_exist():

@@ -533,8 +533,8 @@ class PrioritizedGameBuffer:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], path: Any = None) -> PrioritizedGameBuffer:
-        """Inverse of :meth:`state_arrays`, for arrays read by :func:`~delayzoo.agents.common.replay_files.
-        read_replay_file` (``path`` names the file in messages).
+        """Inverse of :meth:`state_arrays`, for arrays read by
+        :func:`~delayzoo.agents.common.replay_files.read_replay_file` (``path`` names the file in messages).
 
         :raise ReplayFileError: when the arrays do not describe a buffer :meth:`state_arrays` could have
             written (missing or mistyped entries, segment lengths that claim more or fewer transitions or
