@@ -68,6 +68,9 @@ nitpick_ignore_regex = [
      r"OffPolicyAlgorithm|BaseAlgorithm|Logger|Figure|Axes|Namespace|ArgumentParser)"),
 ]
 
+# The docstrings' "::" blocks are mostly command lines and file layouts: shown as plain text, not as Python
+highlight_language = "text"
+
 html_theme = "furo"
 html_title = f"delayzoo {release}"
 html_static_path: list[str] = []

@@ -2,11 +2,13 @@ import pathlib
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch as th
 import yaml
 from gymnasium import spaces
 
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
+from delayzoo.wrappers.minatar import make_minatar
 
 HYPERPARAMS = pathlib.Path(__file__).resolve().parents[3] / "delayzoo" / "hyperparams" / "delayed_ez.yml"
 ZOO_ONLY = {"n_timesteps", "n_envs", "frame_stack", "policy", "env_wrapper", "env_kwargs", "normalize"}
@@ -32,7 +34,13 @@ def test_every_yaml_entry_builds_its_model():
         kwargs = {k: v for k, v in entry.items() if k not in ZOO_ONLY}
         if isinstance(kwargs.get("policy_kwargs"), str):
             kwargs["policy_kwargs"] = eval(kwargs["policy_kwargs"], {"th": th, "dict": dict})
-        env = StackedFrames() if name == "atari" else gym.make(name)
+        if name == "atari":
+            env = StackedFrames()
+        elif name.startswith("MinAtar/"):
+            pytest.importorskip("minatar")
+            env = make_minatar(name)  # the zoo's env for MinAtar ids: float channels-first frames
+        else:
+            env = gym.make(name)
         model = DelayedEZ(entry["policy"], env, **kwargs)
         for key, value in kwargs.items():
             if key not in ("policy_kwargs", "train_freq"):
