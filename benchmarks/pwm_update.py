@@ -13,19 +13,39 @@ method (``--scan both``: the parallel scan and the loop side by side).
     python benchmarks/pwm_update.py --scan both --updates 3 --threads 2
     python benchmarks/pwm_update.py --mixed-precision         # bfloat16 autocast
     python benchmarks/pwm_update.py --size cartpole --env CartPole-v1 --sequence-length 16
+
+``--size cartpole`` is the model of ``CartPole-v1@benchmark`` (the delay benchmark's PWM); with
+``--delay N`` the env is CartPole under a random-walk delay of maximum N with the pending view, PWM in
+forecast mode, and the part ``acting`` is one greedy ``predict`` (the evaluation's: the mean of
+``forecast_samples`` sampled forecasts). ``--baseline REV`` measures the ``delayzoo`` package of git
+revision REV beside the working tree's, alternating the two in fresh processes for ``--rounds`` rounds,
+and prints the medians over all rounds side by side (the CPU cost of one update, before and after)::
+
+    python benchmarks/pwm_update.py --size cartpole --env CartPole-v1 --sequence-length 16 --delay 5 \
+        --updates 20 --rounds 5 --baseline main
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pathlib
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from delayzoo.agents.pwm import PWM
+from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 CARTPOLE_SIZE = dict(  # the CartPole-v1 model of delayzoo/hyperparams/pwm.yml
     world_model_kwargs=dict(stoch=8, classes=8, mlp_units=64, seq_width=64, seq_cells=1, seq_divisor=2),
@@ -50,14 +70,40 @@ class RandomImageEnv(gym.Env):
 PARTS = ("world_model", "imagination", "actor_critic")
 
 
+def make_env(args: argparse.Namespace) -> gym.Env:
+    if args.env == "image":
+        return RandomImageEnv()
+    env = gym.make(args.env)
+    if args.delay:
+        env = PendingActionsObservation(ExecutionDelay(env, RandomWalkDelay(args.delay), init_action="random"))
+    return env
+
+
+def time_acting(model: PWM, env: gym.Env, steps: int) -> list[tuple[float, float]]:
+    """``(wall, cpu)`` of ``steps`` greedy ``predict`` calls along an episode (env steps not counted)."""
+    times = []
+    obs, _ = env.reset(seed=0)
+    state, start = None, np.ones(1, dtype=bool)
+    for _ in range(steps + 1):
+        began = (time.perf_counter(), time.process_time())
+        action, state = model.predict(obs, state, start, deterministic=True)
+        times.append((time.perf_counter() - began[0], time.process_time() - began[1]))
+        obs, _, terminated, truncated, _ = env.step(action)
+        start = np.array([terminated or truncated])
+        if terminated or truncated:
+            obs, _ = env.reset()
+    return times[1:]
+
+
 def measure(args: argparse.Namespace, scan: str) -> list[dict[str, tuple[float, float]]]:
-    """``args.updates`` timed training steps (after one untimed), each ``{part: (wall, cpu)}``."""
-    env = RandomImageEnv() if args.env == "image" else gym.make(args.env)
+    """``args.updates`` timed training steps (after one untimed), each ``{part: (wall, cpu)}``, the
+    ``acting`` part with ``--delay``."""
+    env = make_env(args)
     policy_kwargs = dict(CARTPOLE_SIZE) if args.size == "cartpole" else {}
     policy_kwargs["scan_method"] = scan
     policy_kwargs["mixed_precision"] = args.mixed_precision
     model = PWM(
-        "CnnPolicy" if args.env == "image" else "MlpPolicy",
+        "CnnPolicy" if args.env == "image" else "MultiInputPolicy" if args.delay else "MlpPolicy",
         env,
         buffer_size=args.fill + 10,
         learning_starts=args.fill,
@@ -72,13 +118,59 @@ def measure(args: argparse.Namespace, scan: str) -> list[dict[str, tuple[float, 
     for _ in range(args.updates + 1):
         model.train(gradient_steps=1, batch_size=args.batch_size)
         times.append(dict(model.last_update_times))
-    return times[1:]  # the first update pays for allocations and kernel selection
+    times = times[1:]  # the first update pays for allocations and kernel selection
+    if args.delay:
+        for step, acting in zip(times, time_acting(model, make_env(args), len(times))):
+            step["acting"] = acting
+    return times
 
 
 def _median(times: list[dict[str, tuple[float, float]]], part: str, index: int) -> float:
     if part == "total":
         return statistics.median(sum(step[name][index] for name in PARTS) for step in times)
     return statistics.median(step[part][index] for step in times)
+
+
+def _parts(times: list[dict[str, tuple[float, float]]]) -> tuple[str, ...]:
+    return (*PARTS, "total", *(("acting",) if "acting" in times[0] else ()))
+
+
+def export_revision(revision: str, into: str) -> str:
+    """The ``delayzoo`` package of git ``revision`` unpacked under ``into`` (a ``PYTHONPATH`` entry)."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", revision, "delayzoo"], check=True, capture_output=True
+    ).stdout
+    with tempfile.TemporaryFile() as file:
+        file.write(archive)
+        file.seek(0)
+        with tarfile.open(fileobj=file) as tar:
+            tar.extractall(into, filter="data")
+    return into
+
+
+def compare(args: argparse.Namespace, argv: list[str]) -> None:
+    """Alternate this tree and ``--baseline`` in fresh processes; medians over every round's steps."""
+    child = [arg for arg in argv if arg != "--baseline" and arg != args.baseline] + ["--json"]
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {"baseline": export_revision(args.baseline, tmp), "this tree": str(REPO)}
+        times: dict[str, list[dict[str, tuple[float, float]]]] = {name: [] for name in paths}
+        for round_ in range(args.rounds):
+            for name in sorted(paths, reverse=round_ % 2 == 1):  # alternate which goes first
+                env = {**os.environ, "PYTHONPATH": paths[name]}
+                out = subprocess.run(
+                    [sys.executable, __file__, *child], env=env, check=True, capture_output=True, text=True
+                ).stdout
+                times[name].extend(json.loads(out.strip().splitlines()[-1]))
+            print(f"round {round_ + 1}/{args.rounds} done, load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"medians of {len(times['this tree'])} steps per version, process CPU seconds (wall in brackets)")
+    print(f"  {'part':<13} {'baseline ' + args.baseline:>22} {'this tree':>22} {'CPU ratio':>10}")
+    for part in _parts(times["this tree"]):
+        before = [_median(times["baseline"], part, index) for index in (1, 0)]
+        after = [_median(times["this tree"], part, index) for index in (1, 0)]
+        print(
+            f"  {part:<13} {before[0]:10.4f} ({before[1]:8.4f}) {after[0]:10.4f} ({after[1]:8.4f}) "
+            f"{after[0] / before[0]:10.2f}"
+        )
 
 
 def main() -> None:
@@ -93,8 +185,20 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--mixed-precision", action="store_true", help="bfloat16 autocast (policy mixed_precision)")
+    parser.add_argument("--delay", type=int, default=0, help="random-walk maximum delay, forecast mode (0: none)")
+    parser.add_argument("--baseline", help="git revision measured beside this tree, alternating (see above)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternations with --baseline")
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.baseline:
+        print(f"threads={args.threads} load average before: {os.getloadavg()[0]:.2f}", flush=True)
+        compare(args, sys.argv[1:])
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return
+    if args.json:
+        print(json.dumps(measure(args, args.scan)))
+        return
     scans = ["parallel", "sequential"] if args.scan == "both" else [args.scan]
     print(
         f"env={args.env} size={args.size} batch={args.batch_size}x{args.sequence_length} "
@@ -105,7 +209,7 @@ def main() -> None:
     for scan in scans:
         times = measure(args, scan)
         print(f"scan={scan}: medians of {len(times)} steps, seconds (wall / process CPU)")
-        for part in (*PARTS, "total"):
+        for part in _parts(times):
             wall, cpu = _median(times, part, 0), _median(times, part, 1)
             print(f"  {part:<13} {wall:8.3f} / {cpu:8.3f}")
         totals[scan] = (_median(times, "total", 0), _median(times, "total", 1))

@@ -56,6 +56,23 @@ def expectation(logits: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits, dim=-1) @ support.to(dtype=logits.dtype, device=logits.device)
 
 
+SHORT_SOFTMAX_CLASSES = 16
+"""Below this many classes :func:`short_softmax` takes the softmax along a leading dimension."""
+
+
+def short_softmax(logits: torch.Tensor) -> torch.Tensor:
+    """``torch.softmax(logits, -1)``, faster on CPU when the last dimension is short (a few classes).
+
+    PyTorch's CPU softmax over a last dimension shorter than its vector width (e.g. the 8 classes of a
+    small world model's latents) runs 4x slower, forward and backward, than the same softmax taken
+    along a leading dimension, which is what this does below :data:`SHORT_SOFTMAX_CLASSES` classes
+    (from 16 classes on the last-dimension kernel is the faster one). The values agree up to float rounding.
+    """
+    if logits.shape[-1] >= SHORT_SOFTMAX_CLASSES:
+        return torch.softmax(logits, dim=-1)
+    return torch.softmax(logits.movedim(-1, 0), dim=0).movedim(0, -1)
+
+
 def symlog_support(num_bins: int = 255, limit: float = 20.0) -> torch.Tensor:
     """DreamerV3 / PaMoRL bins: evenly spaced in symlog space over [-limit, limit]."""
     return torch.linspace(-limit, limit, num_bins)

@@ -73,7 +73,7 @@ class Actor(nn.Module):
         out = self.net(features)
         if self.discrete:
             probs = (1.0 - self.unimix) * torch.softmax(out, -1) + self.unimix / self.size
-            return Categorical(probs=probs)
+            return Categorical(probs=probs, validate_args=False)  # a softmax mixture: valid by construction
         mean, std = out.chunk(2, dim=-1)
         std = 0.9 * torch.sigmoid(std + 2.0) + 0.1
         return Independent(Normal(torch.tanh(mean), std), 1)

@@ -170,6 +170,12 @@ class PWMPolicy(BasePolicy):
         )
         return data
 
+    def set_training_mode(self, mode: bool) -> None:
+        """SB3's, skipped when every module already is in ``mode``: :meth:`predict` calls it at every env
+        step, and walking the module tree with ``train`` cost about a sixth of a small model's acting."""
+        if any(module.training != mode for module in self.modules()):
+            super().set_training_mode(mode)
+
     def model_observation(self, obs: Any) -> Any:
         """The part of (a batch of) observations the world model reads: the env's own observation in
         forecast and oblivious modes, everything in augmented mode."""

@@ -32,7 +32,7 @@ from gymnasium import spaces
 from stable_baselines3.common.preprocessing import is_image_space
 from torch import nn
 
-from delayzoo.agents.common.transforms import expectation, symexp, symlog, symlog_support, two_hot
+from delayzoo.agents.common.transforms import expectation, short_softmax, symexp, symlog, symlog_support, two_hot
 from delayzoo.agents.pwm.sequence import GatedFeedForward, RecurrentState, SequenceModel
 
 NORMS = ("batch", "group")
@@ -306,7 +306,7 @@ class WorldModel(nn.Module):
         self.register_buffer("reward_support", symlog_support(config.reward_bins), persistent=False)
 
     def _probs(self, logits: torch.Tensor) -> torch.Tensor:
-        probs = torch.softmax(logits, dim=-1)
+        probs = short_softmax(logits)
         return (1.0 - self.config.unimix) * probs + self.config.unimix / self.config.classes
 
     def latent_logits(self, logits: torch.Tensor) -> torch.Tensor:

@@ -305,3 +305,66 @@ def test_mixed_precision_trains_and_keeps_float32_weights_and_memories(tmp_path)
     assert state[0].dtype == np.float32
     model.save(tmp_path / "pwm")
     assert PWM.load(tmp_path / "pwm", env=ImageEnv()).policy.mixed_precision
+
+
+
+@pytest.mark.filterwarnings("ignore:learning_starts")
+def test_short_softmax_loss_and_gradients_match_the_last_dim_softmax(monkeypatch):
+    """The small model's latents (8 classes) take their softmax along a leading dim (faster on CPU):
+    the world-model loss, its gradients and the imagined rollout of the benchmark's model size are
+    those of torch's last-dim softmax, up to float rounding."""
+    import delayzoo.agents.pwm.world_model as world_model
+
+    policy_kwargs = dict(
+        world_model_kwargs=dict(stoch=8, classes=8, mlp_units=64, seq_width=64, seq_cells=1, seq_divisor=2),
+        actor_critic_kwargs=dict(units=64),
+    )
+    model = PWM(
+        "MlpPolicy",
+        "CartPole-v1",
+        learning_starts=64,
+        batch_size=4,
+        sequence_length=16,
+        policy_kwargs=policy_kwargs,
+        seed=0,
+        device="cpu",
+    )
+    model.learn(64)  # random steps only
+    batch = model.replay_buffer.sample(4, 16, np.random.default_rng(0))
+    policy = model.policy
+
+    def run(softmax):
+        monkeypatch.setattr(world_model, "short_softmax", softmax)
+        torch.manual_seed(1)
+        policy.world_model.zero_grad()
+        loss, _, starts = policy.world_model.loss(
+            batch.observations.transpose(0, 1),
+            policy.encode_action(batch.actions.transpose(0, 1)),
+            batch.rewards.transpose(0, 1),
+            batch.terminals.transpose(0, 1).float(),
+            batch.is_first.transpose(0, 1),
+        )
+        loss.backward()
+        grads = [p.grad.clone() for p in policy.world_model.parameters() if p.grad is not None]
+        state = {name: value.flatten(0, 1).clone() for name, value in starts["state"].items()}
+        rollout = policy.actor_critic.imagine(policy.world_model, starts["latent"].flatten(0, 1), state, 15)
+        return loss.detach(), grads, rollout
+
+    fast = run(world_model.short_softmax)
+    plain = run(lambda logits: torch.softmax(logits, dim=-1))
+    torch.testing.assert_close(fast[0], plain[0], rtol=1e-5, atol=1e-6)
+    assert len(fast[1]) == len(plain[1]) > 0
+    for fast_grad, plain_grad in zip(fast[1], plain[1]):
+        torch.testing.assert_close(fast_grad, plain_grad, rtol=1e-3, atol=1e-6)
+    for name in ("features", "raw_actions", "rewards", "continues"):
+        torch.testing.assert_close(getattr(fast[2], name), getattr(plain[2], name), rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_predict_puts_every_module_in_eval_mode_even_when_one_was_left_training():
+    model = PWM("MlpPolicy", "CartPole-v1", **FAST)
+    model.policy.set_training_mode(False)
+    model.policy.world_model.sequence.layers[0].train()  # a stray module in training mode
+    model.predict(np.zeros(4, dtype=np.float32))
+    assert not any(module.training for module in model.policy.modules())
+    model.policy.set_training_mode(True)
+    assert all(module.training for module in model.policy.modules())

@@ -1,0 +1,23 @@
+import pytest
+import torch
+
+from delayzoo.agents.common.transforms import SHORT_SOFTMAX_CLASSES, short_softmax
+
+
+@pytest.mark.parametrize("shape", [(3, 8), (16, 16, 8, 8), (5, 2), (4, 1), (7, 255), (2, 3, SHORT_SOFTMAX_CLASSES)])
+def test_short_softmax_matches_softmax_values_and_gradients(shape):
+    torch.manual_seed(0)
+    logits = (4.0 * torch.randn(*shape, dtype=torch.float64)).requires_grad_()
+    reference = logits.detach().clone().requires_grad_()
+    out, expected = short_softmax(logits), torch.softmax(reference, dim=-1)
+    weights = torch.randn(shape, dtype=torch.float64)
+    (out * weights).sum().backward()
+    (expected * weights).sum().backward()
+    assert out.shape == expected.shape
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(logits.grad, reference.grad, rtol=1e-10, atol=1e-13)
+
+
+def test_short_softmax_float32_agrees_to_rounding():
+    logits = 3.0 * torch.randn(256, 8, 8)
+    torch.testing.assert_close(short_softmax(logits), torch.softmax(logits, -1), rtol=1e-6, atol=1e-7)
