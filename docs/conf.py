@@ -79,12 +79,12 @@ html_show_sourcelink = False
 # Private names that docstrings mention on purpose (implementation notes), never documented.
 nitpick_ignore_regex += [
     (r"py:(meth|attr|data|func|class|mod)", r"(.*\.)?_[A-Za-z][\w.]*"),
-    (r"py:class", r"Self\w+"),
+    (r"py:class", r"(.*\.)?Self\w+"),  # the SB3 TypeVars of learn's return
     (r"py:class", r"delayzoo\.agents\.common\.pending\.Carry"),  # a TypeVar
 ]
 
 
-def _canonical(name: str, module: str | None) -> str | None:
+def _canonical(name: str, module: str | None, klass: str | None = None) -> str | None:
     """The documented (defining) path of ``name``, as a docstring in ``module`` may write it.
 
     Docstrings name public objects where users import them (``delayzoo.wrappers.ExecutionDelay``) or
@@ -93,7 +93,11 @@ def _canonical(name: str, module: str | None) -> str | None:
     """
     import importlib
 
-    candidates = [name] if name.startswith("delayzoo.") else [f"{module}.{name}"] if module else []
+    if name.startswith("delayzoo."):
+        candidates = [name]
+    else:
+        candidates = [f"{module}.{klass}.{name}"] if module and klass else []
+        candidates += [f"{module}.{name}"] if module else []
     for candidate in candidates:
         parts = candidate.split(".")
         for split in range(len(parts) - 1, 0, -1):
@@ -117,10 +121,14 @@ def _resolve_alias(app, env, node, contnode):
     """Resolve a delayzoo reference by the object's defining module (see :func:`_canonical`)."""
     if node.get("refdomain") != "py":
         return None
-    target = _canonical(node["reftarget"], node.get("py:module"))
+    domain = env.get_domain("py")
+    target = _canonical(node["reftarget"], node.get("py:module"), node.get("py:class"))
+    if target is None and "." not in node["reftarget"]:
+        # some docstrings (dataclasses' fields) reach here without their module: a unique delayzoo name will do
+        found = [name for name in domain.objects if name.endswith(f".{node['reftarget']}")]
+        target = found[0] if len(found) == 1 else None
     if target is None or not target.startswith("delayzoo."):
         return None
-    domain = env.get_domain("py")
     node = node.deepcopy()
     node["reftarget"] = target
     return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], target, node, contnode)

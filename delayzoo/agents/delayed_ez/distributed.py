@@ -5,7 +5,7 @@ The learner stays in the calling process, in SB3's ``learn`` loop; :class:`Actor
 ``learn`` call and replaces two of its steps:
 
 - *collecting* (:meth:`ActorRun.collect_rollouts`): each :class:`~delayzoo.agents.delayed_ez.actors.SelfPlayActor`
-  has at most :data:`CALLS_IN_FLIGHT` ``collect`` calls in flight; the learner stores the finished segments
+  has at most ``CALLS_IN_FLIGHT`` ``collect`` calls in flight; the learner stores the finished segments
   they return (each call's result once, by its key) and counts their steps in ``num_timesteps``. A round of
   SB3's loop is ``train_freq * n_envs`` received steps (``n_envs = self_play_actors * envs_per_actor``) followed by
   ``gradient_steps`` updates, so the replay ratio is the in-process one. The throttle: an actor
@@ -87,9 +87,9 @@ class ActorConfig:
     :param envs_per_actor: envs of each self-play actor (the reference's ``p_mcts_num``)
     :param self_play_update_interval: updates between weight copies to the self-play actors (reference: 100)
     :param self_play_resources: Ray resources of a self-play actor (``num_cpus``, ``num_gpus``);
-        ``None``: :data:`DEFAULT_CPUS` CPU
-    :param reanalysis_resources: the same for a reanalysis actor; ``None``: :data:`DEFAULT_CPUS` CPU, plus
-        :data:`DEFAULT_REANALYSIS_GPUS` GPU where the cluster has GPUs
+        ``None``: ``DEFAULT_CPUS`` CPU
+    :param reanalysis_resources: the same for a reanalysis actor; ``None``: ``DEFAULT_CPUS`` CPU, plus
+        ``DEFAULT_REANALYSIS_GPUS`` GPU where the cluster has GPUs
     :param max_restarts: restarts of an actor and retries of a call before its error stops ``learn``
     :param placement_timeout: seconds to wait for the actors to be placed and built
     :param ray_address: ``None`` (local Ray, or the one this process is connected to), ``"auto"``,
