@@ -7,7 +7,9 @@ deterministic episodes (8 envs, episode seeds from 10000) of the env it trains o
 modes are the same agent there); above 0 it is
 ``PendingActionsObservation(ExecutionDelay(CartPole-v1, RandomWalkDelay(max_delay, p=0.2)))`` with
 ``MultiInputPolicy``, in mode ``forward`` (the forward model) or ``oblivious`` (the paper's
-Oblivious-EZ, ``forward_model=False``). A run's return is the mean of its last 3 evaluations; the
+Oblivious-EZ, ``forward_model=False``); ``--init-action random`` queues random actions at reset instead of
+no-ops (the delay benchmark's setting: five no-ops push the cart left before the agent acts, and from some
+starts the pole falls before the first decision is executed). A run's return is the mean of its last 3 evaluations; the
 retained fraction is the mean return over the seeds at a delay over the mean at delay 0.
 
     python benchmarks/dez_delay_learning.py --max-delay 0 --seeds 0 --json /tmp/dez.jsonl
@@ -45,15 +47,19 @@ MODES = ("forward", "oblivious")
 LAST = 3
 
 
-def make_env(max_delay: int) -> gym.Env:
-    """CartPole-v1, under a random-walk delay with the pending view when ``max_delay > 0``, in a Monitor."""
+def make_env(max_delay: int, init_action: str = "noop") -> gym.Env:
+    """CartPole-v1, under a random-walk delay with the pending view when ``max_delay > 0`` (``init_action``: the
+    actions queued at reset), in a Monitor."""
     env = gym.make("CartPole-v1")
     if max_delay > 0:
-        env = PendingActionsObservation(ExecutionDelay(env, RandomWalkDelay(max_delay=max_delay, p=0.2)))
+        delay = RandomWalkDelay(max_delay=max_delay, p=0.2)
+        env = PendingActionsObservation(ExecutionDelay(env, delay, init_action=init_action))
     return Monitor(env)
 
 
-def build(max_delay: int, mode: str, seed: int, overrides: dict[str, Any] | None = None) -> tuple[DelayedEZ, int]:
+def build(
+    max_delay: int, mode: str, seed: int, overrides: dict[str, Any] | None = None, init_action: str = "noop"
+) -> tuple[DelayedEZ, int]:
     """DelayedEZ with the entry's hyperparameters (``forward_model`` from ``mode``, then ``overrides``) and the
     entry's ``n_timesteps``."""
     config = dict(yaml.safe_load(HYPERPARAMS.read_text())[ENTRY])
@@ -63,17 +69,17 @@ def build(max_delay: int, mode: str, seed: int, overrides: dict[str, Any] | None
         policy = "MultiInputPolicy"
     config["forward_model"] = mode == "forward"
     config.update(overrides or {})
-    env = DummyVecEnv([lambda: make_env(max_delay)] * n_envs)
+    env = DummyVecEnv([lambda: make_env(max_delay, init_action)] * n_envs)
     return DelayedEZ(policy, env, policy_kwargs=policy_kwargs, seed=seed, device="cpu", **config), steps
 
 
 class Curve(BaseCallback):
     """Evaluate every ``every`` steps (``episodes`` deterministic episodes) and print the result."""
 
-    def __init__(self, every: int, episodes: int, max_delay: int, label: str) -> None:
+    def __init__(self, every: int, episodes: int, max_delay: int, label: str, init_action: str = "noop") -> None:
         super().__init__()
         self.every, self.episodes, self.label = every, episodes, label
-        self.env = DummyVecEnv([lambda: make_env(max_delay)] * 8)
+        self.env = DummyVecEnv([lambda: make_env(max_delay, init_action)] * 8)
         self.points: list[tuple[int, float]] = []
         self._next = every
 
@@ -94,13 +100,14 @@ def final_return(result: dict[str, Any]) -> float:
 
 def run(max_delay: int, mode: str, seed: int, steps: int | None = None, eval_every: int = 2000,
         episodes: int = 16, save_dir: pathlib.Path | None = None,
-        overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        overrides: dict[str, Any] | None = None, init_action: str = "noop") -> dict[str, Any]:
     """Train one model and return its curve ``[(steps, mean return), ...]`` with its wall and CPU time
-    (the model is saved in ``save_dir`` as ``d<max_delay>-<mode>-s<seed>.zip`` when given)."""
+    (the model is saved in ``save_dir`` as ``d<max_delay>-<mode>-s<seed>.zip`` when given); ``init_action``
+    fills the delay queue at reset in training and evaluation."""
     label = f"d{max_delay}/{mode}/seed{seed}"
     wall, cpu = time.perf_counter(), time.process_time()
-    model, entry_steps = build(max_delay, mode, seed, overrides)
-    curve = Curve(eval_every, episodes, max_delay, label)
+    model, entry_steps = build(max_delay, mode, seed, overrides, init_action)
+    curve = Curve(eval_every, episodes, max_delay, label, init_action)
     model.learn(steps or entry_steps, callback=curve)
     worker_cpu = model._worker.cpu_seconds if model._worker is not None else 0.0
     result = {
@@ -108,6 +115,7 @@ def run(max_delay: int, mode: str, seed: int, steps: int | None = None, eval_eve
         "mode": mode,
         "seed": seed,
         "overrides": overrides or {},
+        "init_action": init_action if max_delay > 0 else None,
         "steps": model.num_timesteps,
         "curve": curve.points,
         "wall_s": round(time.perf_counter() - wall, 1),
@@ -163,6 +171,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="training env steps per run (default: the entry's)")
     parser.add_argument("--eval-every", type=int, default=2000)
     parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--init-action", choices=["noop", "random"], default="noop",
+                        help="the actions queued at reset (ExecutionDelay's init_action); the study grid uses random")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--json", type=pathlib.Path, help="append one JSON line per run to this file")
     parser.add_argument("-params", nargs="*", default=[], help="hyperparameter overrides, key:value (YAML values)")
@@ -179,7 +189,8 @@ def main() -> None:
     for seed in args.seeds:
         for mode in modes:
             result = run(
-                args.max_delay, mode, seed, args.steps, args.eval_every, args.episodes, args.save_dir, overrides
+                args.max_delay, mode, seed, args.steps, args.eval_every, args.episodes, args.save_dir, overrides,
+                args.init_action,
             )
             results.append(result)
             if args.json:
