@@ -6,12 +6,14 @@ EfficientZero's Atari network (12x96x96 frames, 18 actions), delays drawn in 0..
 split into network (every forward call of the model), tree (the ctree calls) and the rest
 (driver glue: gathering latents, numpy/torch conversions).
 
-Run: ``python benchmarks/dez_acting.py`` (``--device cuda`` on a GPU machine, ``--threads`` for CPU).
+Run: ``python benchmarks/dez_acting.py`` (``--device cuda`` on a GPU machine, ``--threads`` for CPU);
+``--json`` ends the output with the figures as one JSON line (``benchmarks/gpu_check.sh`` reads it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections import defaultdict
 from types import SimpleNamespace
@@ -55,6 +57,7 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=10, help="timed batched decisions (after 2 warm-up ones)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="end with the figures as one JSON line")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -109,6 +112,8 @@ def main() -> None:
           f"({total / args.decisions * 1000:.0f} ms per batched decision)")
     shares = f"network {100 * network_s / total:.1f}%  tree {100 * tree_s / total:.1f}%"
     print(f"  {shares}  other {100 * other / total:.1f}%")
+    if args.json:
+        print(json.dumps({"decisions_per_s": rate, "network_share": network_s / total, "tree_share": tree_s / total}))
 
 
 if __name__ == "__main__":

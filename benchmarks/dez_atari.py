@@ -11,12 +11,14 @@ targets (replay sampling) and the rest (unrolled loss, backward, optimiser, prio
 
 Run: ``python benchmarks/dez_atari.py --device cuda``. On one CPU thread an update took 44 s of CPU time
 (89 s wall, load average 4; reanalysis 63 s of it): use ``--updates 1`` there.
-Decisions per second of the acting search alone: ``benchmarks/dez_acting.py``.
+Decisions per second of the acting search alone: ``benchmarks/dez_acting.py``. ``--json`` ends the output
+with the figures as one JSON line (``benchmarks/gpu_check.sh`` reads it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 import warnings
@@ -67,6 +69,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, help="override the entry's batch size (256), e.g. for a quick check")
     parser.add_argument("--simulations", type=int, help="override the entry's simulations (50)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="end with the figures as one JSON line")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     entry = dict(yaml.safe_load(open(HYPERPARAMS))["atari"])
@@ -127,6 +130,11 @@ def main() -> None:
     rest = wall - spent["reanalysis"] - spent["targets"]
     print(f"  reanalysis {spent['reanalysis'] / per:.3f} s, targets {spent['targets'] / per:.3f} s, "
           f"loss/backward/optimiser {rest / per:.3f} s")
+    if args.json:
+        print(json.dumps({
+            "update_s": wall / per, "update_cpu_s": cpu / per, "reanalysis_s": spent["reanalysis"] / per,
+            "targets_s": spent["targets"] / per, "acting_decisions_per_s": args.fill / acting,
+        }))
 
 
 if __name__ == "__main__":
