@@ -42,15 +42,22 @@ def autocast_dtype(device: torch.device, mixed_precision: bool | str) -> torch.d
     return torch.float16
 
 
-def autocast(device: torch.device, mixed_precision: bool | str) -> torch.autocast:
+def autocast(device: torch.device, mixed_precision: bool | str, cache_enabled: bool = True) -> torch.autocast:
     """The autocast context of ``mixed_precision`` on ``device`` (a no-op when it is off); warns once per
-    caller on a CPU without native bfloat16, where it is slower than float32."""
+    caller on a CPU without native bfloat16, where it is slower than float32.
+
+    :param cache_enabled: cast each trainable weight once per region (torch's default). Torch keeps one cache
+        for all threads and empties it whenever a thread leaves its outermost region, so beside another
+        thread under autocast, whether a weight's uses share one cast (their gradients then summed in low
+        precision) depends on timing: turn it off there to keep training reproducible
+    """
     dtype = autocast_dtype(device, mixed_precision)
     if dtype is torch.bfloat16 and device.type == "cpu" and not cpu_has_bf16():
         warnings.warn(
             "mixed_precision: this CPU has no native bfloat16 (AVX512-BF16 / AMX), so it is slower", stacklevel=3
         )
-    return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+    enabled = dtype is not None
+    return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=enabled, cache_enabled=cache_enabled)
 
 
 def grad_scaler(device: torch.device, mixed_precision: bool | str) -> torch.amp.GradScaler:
