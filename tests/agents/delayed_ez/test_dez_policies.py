@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from delayzoo.agents.common import precision
 from delayzoo.agents.common.precision import autocast_dtype
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
@@ -59,6 +60,18 @@ def test_convolutional_networks_train_under_bfloat16(tiny_conv, toy):
     model.learn(20)
     assert model._n_updates == 4 and set(online) == {torch.bfloat16}
     assert np.isfinite(model.logger.name_to_value["train/loss"])
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.policy.parameters())
+
+
+def test_float16_updates_go_through_the_gradient_scaler(monkeypatch, tiny_mlp, toy):
+    # float16 on the CPU stands for a GPU here (the CI machines have none)
+    monkeypatch.setattr(precision, "autocast_dtype", lambda device, value: None if value is False else torch.float16)
+    model = _model(toy("vector"), tiny_mlp, mixed_precision=True)
+    online = _output_dtypes(model.policy.network)
+    model.learn(40)
+    scaler = model._grad_scaler
+    assert scaler.is_enabled() and scaler.get_scale() < 2.0**16  # the first steps overflowed: skipped, scale shrunk
+    assert set(online) == {torch.float16} and np.isfinite(model.logger.name_to_value["train/loss"])
     assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.policy.parameters())
 
 
