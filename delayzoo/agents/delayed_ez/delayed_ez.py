@@ -161,9 +161,9 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
       ``--amp_type torch_amp``, float16 autocast with a gradient scaler, by default); on a GPU it is the
       reference's, on a CPU it is bfloat16 (no scaler), and it covers acting and reanalysis as well as the
       updates, with the losses and the value transforms taken in float32;
-    - with ``use_root_value`` the search that gives the bootstrap root values runs without root noise (EZ
-      adds the Dirichlet noise of its policy reanalysis there too), and it runs for every bootstrap
-      observation of the round, in the same prefetch or actor as the rest of the targets.
+    - with ``use_root_value`` the search that gives the bootstrap root values (with root noise, as EZ's) runs
+      for every bootstrap observation of the round, also past an episode end where its value is not used,
+      in the same prefetch or actor as the rest of the targets.
 
     :param policy: "CnnPolicy", "MlpPolicy", "MultiInputPolicy" or a :class:`DelayedEZPolicy` subclass
     :param env: env or VecEnv (all envs act through one batched search); under delay it must

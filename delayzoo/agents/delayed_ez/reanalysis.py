@@ -60,13 +60,13 @@ def _bootstrap_values(
     use_root_value: bool,
 ) -> torch.Tensor:
     """``v(o_{t+n})`` of the bootstrap observations, ``size`` per network call: the target network's predicted
-    values, or with ``use_root_value`` the root values of a search from them (no root noise: the value
-    estimate, unlike a policy target, gains nothing from exploration; EfficientZero adds it)."""
+    values, or with ``use_root_value`` the root values of a search from them, with the root noise of the
+    policy reanalysis (as EfficientZero's)."""
     values = []
     for start in range(0, len(observations), size):
         root = target_net.initial_inference(observations[start : start + size])
         if use_root_value:
-            search = mcts.search(target_net, root.latent, root.policy_logits, rng, False)
+            search = mcts.search(target_net, root.latent, root.policy_logits, rng, True)
             values.append(torch.as_tensor(search.root_values, dtype=torch.float32, device=observations.device))
         else:
             values.append(target_net.to_scalar(root.value_logits))
@@ -95,7 +95,7 @@ def compute_targets(
     :param rng: the search's Dirichlet noise and tie-breaks
     :param reanalyse_missing: also reanalyse the positions beyond the first ``reanalyze_ratio`` of a batch
         that have no stored search policy (under delay, those whose searches were rooted at a forecast)
-    :param use_root_value: bootstrap the values from the root values of a search with ``target_net`` (no root noise)
+    :param use_root_value: bootstrap the values from the root values of a search with ``target_net`` (with root noise, as EfficientZero)
     :param mixed_precision: the networks' autocast (:func:`~delayzoo.agents.common.precision.autocast`); the
         targets are float32 either way
     """

@@ -130,7 +130,7 @@ def test_root_value_targets_bootstrap_from_a_search_at_the_bootstrap_observation
     (rooted, _, _), = compute_targets(net, mcts, [batch], np.random.default_rng(0), use_root_value=True, **settings)
     with torch.no_grad():
         root = net.initial_inference(batch_stacks(batch, batch.bootstrap_offset, 1, cpu).flatten(0, 1))
-        search = mcts.search(net, root.latent, root.policy_logits, np.random.default_rng(0), False)
+        search = mcts.search(net, root.latent, root.policy_logits, np.random.default_rng(0), True)
         value = net.to_scalar(root.value_logits).view(batch.returns.shape)
     returns, discount = torch.as_tensor(batch.returns), torch.as_tensor(batch.bootstrap_discount)
     root_values = torch.as_tensor(search.root_values, dtype=torch.float32).view(batch.returns.shape)
