@@ -30,7 +30,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from delayzoo.agents.delayed_ez.replay import GameSegment
 
-__all__ = ["ReanalysisActor", "SegmentBatch", "SelfPlayActor", "actor_model"]
+__all__ = ["ReanalysisActor", "SegmentBatch", "SelfPlayActor", "actor_model", "actor_settings"]
 
 SegmentBatch = dict[str, Any]
 """What :meth:`SelfPlayActor.collect` returns: ``segments`` (finished :class:`GameSegment` s), ``episodes``
@@ -38,8 +38,17 @@ SegmentBatch = dict[str, Any]
 id and call number: the learner stores a key once), ``cpu_s`` and ``wall_s`` of the call."""
 
 
+def actor_settings(model: Any) -> dict[str, Any]:
+    """The learner's constructor keywords for its actors' models, the policy's (``mixed_precision``, ...)
+    included; the learning rate is frozen at its current value (actors do not train)."""
+    settings = {"policy": model.policy_class, "policy_kwargs": model.policy_kwargs,
+                **model._init_from_json(model._init_to_json(model._model_settings()))}
+    settings["learning_rate"] = float(model.lr_schedule(model._current_progress_remaining))
+    return settings
+
+
 def actor_model(settings: dict[str, Any], env: Any, device: str, seed: int | None, spaces: tuple | None = None) -> Any:
-    """An in-process DelayedEZ with the learner's ``settings`` (constructor keywords), acting on ``env``
+    """An in-process DelayedEZ with the learner's ``settings`` (:func:`actor_settings`), acting on ``env``
     (or, with ``env=None``, built for ``spaces``: ``(observation_space, action_space)``)."""
     from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 

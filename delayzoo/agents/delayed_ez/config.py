@@ -22,6 +22,11 @@ def _check_int(name: str, value: Any, low: int) -> None:
         raise ValueError(f"{name} must be >= {low}, got {value}")
 
 
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
 def _check_real(name: str, value: Any, low: float, high: float, low_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {value!r}")
@@ -72,6 +77,9 @@ class TargetConfig:
         the target network
     :param auto_td_period: adaptive horizon: ``td_steps`` shrinks by one per this many transitions of
         age, never below 1 (``None``: fixed horizon)
+    :param use_root_value: the value targets bootstrap from the root value of a search (target network, no
+        root noise) at the bootstrap observation instead of the target network's predicted value
+        (EfficientZero's ``--use_root_value``)
     """
 
     num_unroll_steps: int = 5
@@ -80,6 +88,7 @@ class TargetConfig:
     lstm_horizon: int = 5
     reanalyze_ratio: float = 0.99
     auto_td_period: int | None = 30_000
+    use_root_value: bool = False
 
     def __post_init__(self) -> None:
         _check_int("num_unroll_steps", self.num_unroll_steps, 1)
@@ -89,3 +98,4 @@ class TargetConfig:
         _check_real("reanalyze_ratio", self.reanalyze_ratio, 0.0, 1.0)
         if self.auto_td_period is not None:
             _check_int("auto_td_period", self.auto_td_period, 1)
+        _check_bool("use_root_value", self.use_root_value)

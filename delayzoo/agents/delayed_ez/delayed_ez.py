@@ -44,6 +44,7 @@ from delayzoo.agents.common.checks import (
     warn_if_no_update,
 )
 from delayzoo.agents.common.plain_save import PlainSaveMixin
+from delayzoo.agents.common.precision import grad_scaler
 from delayzoo.agents.common.replay_files import ReplayFileError, check_array, read_replay_file, save_replay_file
 from delayzoo.agents.common.run_time import report_first_update
 from delayzoo.agents.delayed_ez.config import SearchConfig, TargetConfig
@@ -155,7 +156,14 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     - under delay, each env draws its own delay path and its initial queue holds ``init_action``
       fillers (the reference shares one walk across envs and plans its initial queue with M searches),
       and a lost life keeps the actions in flight (the reference clears and refills the queue at every
-      life loss, although the game goes on).
+      life loss, although the game goes on);
+    - mixed precision (``policy_kwargs=dict(mixed_precision=True)``) is off by default (the reference runs
+      ``--amp_type torch_amp``, float16 autocast with a gradient scaler, by default); on a GPU it is the
+      reference's, on a CPU it is bfloat16 (no scaler), and it covers acting and reanalysis as well as the
+      updates, with the losses and the value transforms taken in float32;
+    - with ``use_root_value`` the search that gives the bootstrap root values (with root noise, as EZ's) runs
+      for every bootstrap observation of the round, also past an episode end where its value is not used,
+      in the same prefetch or actor as the rest of the targets.
 
     :param policy: "CnnPolicy", "MlpPolicy", "MultiInputPolicy" or a :class:`DelayedEZPolicy` subclass
     :param env: env or VecEnv (all envs act through one batched search); under delay it must
@@ -169,6 +177,10 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     :param td_steps: n of the n-step value targets
     :param reanalyze_ratio: fraction of each batch whose policy targets are recomputed by a search with
         the target network
+    :param use_root_value: the n-step value targets bootstrap from the root value of a search with the
+        target network at the bootstrap observation instead of its predicted value (EfficientZero's
+        ``--use_root_value``, off there too): one more search per value target, so reanalysis costs
+        about twice as much
     :param forward_model: roll the dynamics through the pending actions before searching (False: the
         paper's delay-oblivious baseline, Oblivious-EZ)
     :param replay_actions: the action stored for the model: ``"executed"`` (by the env, the undelayed
@@ -240,7 +252,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         the actor's error stops ``learn``
     :param placement_timeout: seconds to wait for the actors to be placed before ``learn`` stops, naming
         the resources they asked for
-    :param policy_kwargs: keywords of the policy (``net_kwargs`` for the network sizes, the optimizer)
+    :param policy_kwargs: keywords of the policy (``net_kwargs`` for the network sizes, the optimizer,
+        ``mixed_precision``: see :class:`~delayzoo.agents.delayed_ez.policies.DelayedEZPolicy`)
     :param stats_window_size: episodes averaged in the logs
     :param tensorboard_log: tensorboard log folder
     :param verbose: 0 silent, 1 info, 2 debug
@@ -273,6 +286,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         num_unroll_steps: int = 5,
         td_steps: int = 5,
         reanalyze_ratio: float = 0.99,
+        use_root_value: bool = False,
         forward_model: bool = True,
         replay_actions: str | None = None,
         forecast_policy: str = "store",
@@ -350,6 +364,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         self.num_unroll_steps = num_unroll_steps
         self.td_steps = td_steps
         self.reanalyze_ratio = reanalyze_ratio
+        self.use_root_value = use_root_value
         self.forward_model = forward_model
         if replay_actions is None:
             replay_actions = "executed" if forward_model else "decided"
@@ -450,6 +465,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             lstm_horizon=self.lstm_horizon,
             reanalyze_ratio=self.reanalyze_ratio,
             auto_td_period=self.auto_td_period,
+            use_root_value=self.use_root_value,
         )
 
     def _check_env(self, env: VecEnv) -> None:
@@ -485,6 +501,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             **self.policy_kwargs,
         )
         self.policy = self.policy.to(self.device)
+        self._grad_scaler = grad_scaler(self.device, self.policy.mixed_precision)
         self.replay_buffer = PrioritizedGameBuffer(self.buffer_size, self.priority_alpha, frame_stack=self.frame_stack)
         self._rng = np.random.default_rng(self.seed)
         self._writers = None
@@ -810,23 +827,27 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             rate *= self.lr_decay_rate ** ((self._n_updates - max(self.lr_warmup_steps, 0)) // self.lr_decay_steps)
         return rate
 
+    def _target_settings(self) -> dict[str, Any]:
+        """The keywords of :func:`~delayzoo.agents.delayed_ez.reanalysis.compute_targets` that come from the
+        model's settings (here, in the prefetch thread, in the worker process and in the reanalysis actors)."""
+        return dict(
+            frame_stack=self.frame_stack, reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk,
+            reanalyse_missing=self.forecast_policy == "reanalyse", use_root_value=self.target_config.use_root_value,
+            mixed_precision=self.policy.mixed_precision,
+        )
+
     def _targets(self, batches: list[ReplayBatch]) -> list[Targets]:
         """The round's targets, computed here (see :func:`~delayzoo.agents.delayed_ez.reanalysis.compute_targets`)."""
         return compute_targets(
-            self.policy.target_network, self.policy.mcts, batches, self._rng, frame_stack=self.frame_stack,
-            reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk, device=self.device,
-            reanalyse_missing=self.forecast_policy == "reanalyse",
+            self.policy.target_network, self.policy.mcts, batches, self._rng, device=self.device,
+            **self._target_settings(),
         )
 
     def _start_prefetch(self, batches: list[ReplayBatch]) -> ThreadPrefetch | ProcessPrefetch:
         if self.prefetch != "process":
             return ThreadPrefetch(batches, self._targets)
         if self._worker is None:
-            settings = dict(
-                frame_stack=self.frame_stack, reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk,
-                reanalyse_missing=self.forecast_policy == "reanalyse",
-            )
-            self._worker = ReanalysisWorker(self.policy.target_network, self.policy.mcts, settings)
+            self._worker = ReanalysisWorker(self.policy.target_network, self.policy.mcts, self._target_settings())
             self._worker_stale = True
         weights = None
         if self._worker_stale:
@@ -857,7 +878,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     def _train_round(self, gradient_steps: int, batch_size: int) -> None:
         self.policy.set_training_mode(True)
         network = self.policy.network
-        optimizer = self.policy.optimizer
+        optimizer, scaler = self.policy.optimizer, self._grad_scaler
         coefficients = LossCoefficients(
             self.value_loss_coef, self.reward_loss_coef, self.policy_loss_coef, self.consistency_loss_coef
         )
@@ -905,16 +926,20 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
                 "value_prefix": torch.as_tensor(batch.value_prefix_mask, device=device),
                 "consistency": torch.as_tensor(batch.consistency_mask, device=device),
             }
-            losses = unroll_losses(
-                network, obs, target_obs, torch.as_tensor(batch.actions, device=device), target_values,
-                target_policies, torch.as_tensor(batch.target_value_prefix, device=device), masks, self.lstm_horizon,
-            )
+            with self.policy.autocast():
+                losses = unroll_losses(
+                    network, obs, target_obs, torch.as_tensor(batch.actions, device=device), target_values,
+                    target_policies, torch.as_tensor(batch.target_value_prefix, device=device), masks,
+                    self.lstm_horizon,
+                )
             weights = torch.as_tensor(batch.weights, device=device)
             loss = (weights * losses.weighted(coefficients)).mean()
             optimizer.zero_grad()
-            (loss / unroll).backward()
+            scaler.scale(loss / unroll).backward()
+            scaler.unscale_(optimizer)  # the clip sees the true gradients (a no-op without float16)
             torch.nn.utils.clip_grad_norm_(network.parameters(), self.max_grad_norm)
-            optimizer.step()
+            scaler.step(optimizer)  # skipped when float16 gradients overflowed; the scale then shrinks
+            scaler.update()
             self._n_updates += 1
             with torch.no_grad():
                 predicted = network.to_scalar(losses.root_value_logits)

@@ -42,7 +42,7 @@ from stable_baselines3.common.type_aliases import RolloutReturn
 from stable_baselines3.common.vec_env import VecEnv
 
 from delayzoo.agents.common.ray_connect import connect, import_ray
-from delayzoo.agents.delayed_ez.actors import ReanalysisActor, SelfPlayActor
+from delayzoo.agents.delayed_ez.actors import ReanalysisActor, SelfPlayActor, actor_settings
 from delayzoo.agents.delayed_ez.replay import ReplayBatch
 
 __all__ = ["ActorConfig", "ActorRun", "actor_env_factory"]
@@ -224,9 +224,7 @@ class ActorRun:
 
     def _spawn(self, model: Any, env_factory: Callable[[], gym.Env] | None) -> None:
         ray, config = self.ray, self.config
-        settings = {"policy": model.policy_class, "policy_kwargs": model.policy_kwargs,
-                    **model._init_from_json(model._init_to_json(model._model_settings()))}
-        settings["learning_rate"] = float(model.lr_schedule(model._current_progress_remaining))  # actors do not train
+        settings = actor_settings(model)
         faults = {"max_restarts": config.max_restarts, "max_task_retries": config.max_restarts}
         self._weights = ray.put(_state_arrays(model.policy.network))
         self._target = ray.put(_state_arrays(model.policy.target_network))

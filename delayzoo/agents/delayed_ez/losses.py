@@ -63,8 +63,8 @@ def random_intensity(
 
 
 def categorical_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of ``logits`` against target probabilities (last dimension)."""
-    return -(target * F.log_softmax(logits, dim=-1)).sum(-1)
+    """Cross-entropy of ``logits`` against target probabilities (last dimension), in float32 (also under autocast)."""
+    return -(target * F.log_softmax(logits.float(), dim=-1)).sum(-1)
 
 
 def unroll_losses(
@@ -82,7 +82,8 @@ def unroll_losses(
 
     The gradient into each next latent is halved (EfficientZero's ``scale_gradient``), the LSTM state
     restarts every ``lstm_horizon`` steps, and the consistency target is the target branch (no
-    gradient) of the projection of the encoded future observation.
+    gradient) of the projection of the encoded future observation. Under autocast (``mixed_precision``) the
+    network runs in low precision and the losses are taken in float32.
 
     :param obs: ``(B, *obs)`` the sampled observations
     :param target_obs: ``(B, K, *obs)`` the observations after each unroll step
@@ -115,7 +116,8 @@ def unroll_losses(
             latent.register_hook(lambda grad: grad * 0.5)
         if (u + 1) % lstm_horizon == 0:
             lstm_state = network.initial_lstm_state(obs.shape[0])
-    cosine = (F.normalize(torch.stack(online_proj, 1), dim=-1) * F.normalize(target_proj, dim=-1)).sum(-1)
+    online = torch.stack(online_proj, 1).float()  # float32 also under autocast, as the other losses
+    cosine = (F.normalize(online, dim=-1) * F.normalize(target_proj.float(), dim=-1)).sum(-1)
     return UnrollLosses(
         value=(categorical_loss(torch.stack(value_logits, 1), value_targets) * masks["value"]).sum(1),
         value_prefix=(

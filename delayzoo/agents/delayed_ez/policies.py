@@ -23,6 +23,7 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
 from delayzoo.agents.common.checks import check_finite_observation
 from delayzoo.agents.common.pending import has_pending_view, read_pending_view
+from delayzoo.agents.common.precision import autocast, check_mixed_precision
 from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.mcts import MCTS, forecast_latents
 from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork, build_network
@@ -74,6 +75,11 @@ class DelayedEZPolicy(BasePolicy):
     :param optimizer_kwargs: its keywords (default for SGD: momentum 0.9, weight decay 1e-4); an optimizer
         that takes ``foreach`` gets ``foreach=True`` unless ``foreach`` or ``fused`` is given
     :param seed: seed of the search's random generator (noise, tie-breaks, sampled actions)
+    :param mixed_precision: autocast of the updates, the acting searches and the reanalysis (the reference's
+        ``--amp_type torch_amp``): ``True`` is bfloat16 on a CPU and float16 with a gradient scaler on a GPU,
+        ``"bfloat16"`` bfloat16 everywhere, ``False`` (default) float32 (see
+        :mod:`~delayzoo.agents.common.precision`). The parameters, losses, value transforms and everything
+        handed to the tree stay float32
     """
 
     def __init__(
@@ -88,7 +94,9 @@ class DelayedEZPolicy(BasePolicy):
         optimizer_class: type[torch.optim.Optimizer] = torch.optim.SGD,
         optimizer_kwargs: dict[str, Any] | None = None,
         seed: int | None = None,
+        mixed_precision: bool | str = False,
     ) -> None:
+        self.mixed_precision = check_mixed_precision(mixed_precision)
         if optimizer_kwargs is None:
             optimizer_kwargs = {"momentum": 0.9, "weight_decay": 1e-4} if optimizer_class is torch.optim.SGD else {}
         super().__init__(
@@ -133,6 +141,7 @@ class DelayedEZPolicy(BasePolicy):
             search_config=self.search_config,
             forward_model=self.forward_model,
             seed=self.seed,
+            mixed_precision=self.mixed_precision,
         )
         return data
 
@@ -146,6 +155,12 @@ class DelayedEZPolicy(BasePolicy):
         """Restart the search's random generator (Dirichlet noise, tie-breaks, sampled actions)."""
         self.seed = seed
         self.search_rng = np.random.default_rng(seed)
+
+    def autocast(self) -> torch.autocast:
+        """The autocast context of ``mixed_precision`` on the policy's device (a no-op when it is off), without
+        the weight cache: the prefetch thread's reanalysis under autocast would make the updates depend on
+        timing (see :func:`~delayzoo.agents.common.precision.autocast`)."""
+        return autocast(self.device, self.mixed_precision, cache_enabled=False)
 
     def refresh_target(self) -> None:
         """Copy the online network's weights into the target network."""
@@ -184,15 +199,16 @@ class DelayedEZPolicy(BasePolicy):
         was_training = self.network.training
         _set_mode(self.network, False)
         try:
-            observation, pending, delay = self.split_observation(obs)
-            root = self.network.initial_inference(observation)
-            latent, logits = root.latent, root.policy_logits
-            offsets = torch.zeros(latent.shape[0], dtype=torch.long)
-            if self.forward_model and pending is not None and delay is not None and int(delay.max()) > 0:
-                latent = forecast_latents(self.network.transition, latent, pending, delay)
-                _, logits = self.network.prediction(latent)
-                offsets = delay.long().cpu()
-            result = self.mcts.search(self.network, latent, logits, rng, add_noise)
+            with self.autocast():
+                observation, pending, delay = self.split_observation(obs)
+                root = self.network.initial_inference(observation)
+                latent, logits = root.latent, root.policy_logits
+                offsets = torch.zeros(latent.shape[0], dtype=torch.long)
+                if self.forward_model and pending is not None and delay is not None and int(delay.max()) > 0:
+                    latent = forecast_latents(self.network.transition, latent, pending, delay)
+                    _, logits = self.network.prediction(latent)
+                    offsets = delay.long().cpu()
+                result = self.mcts.search(self.network, latent, logits, rng, add_noise)
         finally:
             _set_mode(self.network, was_training)
         visits = result.visits

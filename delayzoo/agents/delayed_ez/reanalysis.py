@@ -1,7 +1,8 @@
 """A training round's value and policy targets, computed in the training thread, a thread, or a process.
 
-:func:`compute_targets` is EfficientZero's reanalysis: values bootstrap from the target network and the
-first ``reanalyze_ratio`` of each batch gets fresh policy targets from one batched search with it.
+:func:`compute_targets` is EfficientZero's reanalysis: values bootstrap from the target network (its
+predicted values, or the root values of a search with it) and the first ``reanalyze_ratio`` of each batch
+gets fresh policy targets from one batched search with it.
 :class:`ThreadPrefetch` and :class:`ProcessPrefetch` run it on the next round's batches while the current
 round trains (``DelayedEZ(prefetch=True | "process")``). A thread shares the GIL with the training
 thread, so at small network sizes the two mostly take turns; :class:`ReanalysisWorker` is a CPU process
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from delayzoo.agents.common.precision import autocast
 from delayzoo.agents.delayed_ez.mcts import MCTS
 from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork
 from delayzoo.agents.delayed_ez.replay import ReplayBatch, stack_frames
@@ -49,6 +51,28 @@ def batch_stacks(batch: ReplayBatch, offsets: np.ndarray, frame_stack: int, devi
     return stack_frames(frames, torch.as_tensor(offsets, device=device), frame_stack)
 
 
+def _bootstrap_values(
+    target_net: EfficientZeroNetwork,
+    mcts: MCTS,
+    observations: torch.Tensor,
+    rng: np.random.Generator,
+    size: int,
+    use_root_value: bool,
+) -> torch.Tensor:
+    """``v(o_{t+n})`` of the bootstrap observations, ``size`` per network call: the target network's predicted
+    values, or with ``use_root_value`` the root values of a search from them, with the root noise of the
+    policy reanalysis (as EfficientZero's)."""
+    values = []
+    for start in range(0, len(observations), size):
+        root = target_net.initial_inference(observations[start : start + size])
+        if use_root_value:
+            search = mcts.search(target_net, root.latent, root.policy_logits, rng, True)
+            values.append(torch.as_tensor(search.root_values, dtype=torch.float32, device=observations.device))
+        else:
+            values.append(target_net.to_scalar(root.value_logits))
+    return torch.cat(values)
+
+
 @torch.no_grad()
 def compute_targets(
     target_net: EfficientZeroNetwork,
@@ -61,6 +85,8 @@ def compute_targets(
     chunk: int | None,
     device: torch.device,
     reanalyse_missing: bool = False,
+    use_root_value: bool = False,
+    mixed_precision: bool | str = False,
 ) -> list[Targets]:
     """The targets of each batch of a round (one batched search over all of the round's reanalysed roots).
 
@@ -69,6 +95,9 @@ def compute_targets(
     :param rng: the search's Dirichlet noise and tie-breaks
     :param reanalyse_missing: also reanalyse the positions beyond the first ``reanalyze_ratio`` of a batch
         that have no stored search policy (under delay, those whose searches were rooted at a forecast)
+    :param use_root_value: bootstrap the values from the root values of a search with ``target_net`` (with root noise, as EfficientZero)
+    :param mixed_precision: the networks' autocast (:func:`~delayzoo.agents.common.precision.autocast`); the
+        targets are float32 either way
     """
 
     def chunk_size(total: int) -> int:
@@ -77,13 +106,8 @@ def compute_targets(
         return max(total, 1) if device.type != "cpu" else CPU_REANALYSIS_CHUNK
 
     flat = torch.cat([batch_stacks(b, b.bootstrap_offset, frame_stack, device).flatten(0, 1) for b in batches])
-    size = chunk_size(len(flat))
-    bootstrap = torch.cat(
-        [
-            target_net.to_scalar(target_net.initial_inference(flat[i : i + size]).value_logits)
-            for i in range(0, len(flat), size)
-        ]
-    )
+    with autocast(device, mixed_precision):
+        bootstrap = _bootstrap_values(target_net, mcts, flat, rng, chunk_size(len(flat)), use_root_value)
     out = []
     roots, where = [], []
     for index, batch in enumerate(batches):
@@ -108,10 +132,11 @@ def compute_targets(
         root_obs = torch.cat(roots)
         size = chunk_size(len(root_obs))
         visits = []
-        for start in range(0, len(root_obs), size):
-            root = target_net.initial_inference(root_obs[start : start + size])
-            search = mcts.search(target_net, root.latent, root.policy_logits, rng, True)
-            visits.append(torch.as_tensor(search.visits, dtype=torch.float32, device=device))
+        with autocast(device, mixed_precision):
+            for start in range(0, len(root_obs), size):
+                root = target_net.initial_inference(root_obs[start : start + size])
+                search = mcts.search(target_net, root.latent, root.policy_logits, rng, True)
+                visits.append(torch.as_tensor(search.visits, dtype=torch.float32, device=device))
         targets = torch.cat(visits)
         targets = targets / targets.sum(dim=1, keepdim=True)
         start = 0
@@ -193,8 +218,8 @@ class ReanalysisWorker:
 
     :param target_net: the target network (copied into the worker; :meth:`submit` sends new weights)
     :param mcts: the search
-    :param settings: ``frame_stack``, ``reanalyze_ratio``, ``chunk`` and ``reanalyse_missing`` of
-        :func:`compute_targets`
+    :param settings: the keywords of :func:`compute_targets` other than the networks, batches, generator
+        and device (``frame_stack``, ``reanalyze_ratio``, ``chunk``, ``use_root_value``, ...)
     """
 
     def __init__(self, target_net: EfficientZeroNetwork, mcts: MCTS, settings: dict[str, Any]) -> None:

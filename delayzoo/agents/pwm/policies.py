@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from stable_baselines3.common.type_aliases import PyTorchObs, Schedule
 
 from delayzoo.agents.common.checks import check_finite_observation
 from delayzoo.agents.common.pending import has_pending_view, read_pending_view
+from delayzoo.agents.common.precision import autocast
 from delayzoo.agents.common.scan import SCAN_METHODS
 from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, action_size
 from delayzoo.agents.pwm.forecast import forecast_state
@@ -56,11 +56,6 @@ def _config(cls, kwargs: dict[str, Any] | None, name: str):
     if unknown:
         raise TypeError(f"Unknown {name} keys {sorted(unknown)}; accepted keys: {sorted(known)}")
     return cls(**(kwargs or {}))
-
-
-def _cpu_has_bf16() -> bool:
-    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
 
 
 def _adamw(module: torch.nn.Module, lr: float, eps: float, weight_decay: float) -> torch.optim.AdamW:
@@ -183,11 +178,7 @@ class PWMPolicy(BasePolicy):
 
     def autocast(self) -> torch.autocast:
         """The training passes' autocast context: bfloat16 with ``mixed_precision``, else a no-op."""
-        if self.mixed_precision and self.device.type == "cpu" and not _cpu_has_bf16():
-            warnings.warn(
-                "mixed_precision: this CPU has no native bfloat16 (AVX512-BF16 / AMX), so it is slower", stacklevel=2
-            )
-        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.mixed_precision)
+        return autocast(self.device, "bfloat16" if self.mixed_precision else False)
 
     def encode_action(self, action: torch.Tensor) -> torch.Tensor:
         """World-model input of stored actions: one-hot for ``Discrete``, the [-1, 1] vector for ``Box``."""

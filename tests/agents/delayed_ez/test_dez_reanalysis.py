@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from delayzoo.agents.delayed_ez.actors import ReanalysisActor, actor_settings
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
-from delayzoo.agents.delayed_ez.reanalysis import ProcessPrefetch, ReanalysisWorker, compute_targets
+from delayzoo.agents.delayed_ez.reanalysis import ProcessPrefetch, ReanalysisWorker, batch_stacks, compute_targets
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
 # 48 updates per run, the last target refresh before the end (a stale worker would show after set_parameters)
@@ -15,10 +16,11 @@ FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, segment_length=
             reanalyze_ratio=0.5, target_update_interval=5, gradient_steps=2, seed=0)
 
 
-def _trained(kind, tiny, toy, prefetch):
+def _trained(kind, tiny, toy, prefetch, steps=40, mixed_precision=False, **kwargs):
     env = PendingActionsObservation(ExecutionDelay(toy(kind), RandomWalkDelay(3, p=0.3)))
-    model = DelayedEZ("MultiInputPolicy", env, policy_kwargs=dict(net_kwargs=tiny), prefetch=prefetch, **FAST)
-    model.learn(40)
+    policy_kwargs = dict(net_kwargs=tiny, mixed_precision=mixed_precision)
+    model = DelayedEZ("MultiInputPolicy", env, policy_kwargs=policy_kwargs, prefetch=prefetch, **{**FAST, **kwargs})
+    model.learn(steps)
     return model
 
 
@@ -117,3 +119,45 @@ def test_positions_without_a_stored_search_policy_are_reanalysed_when_asked(tiny
         expected = batch.policy_valid if missing else stored
         np.testing.assert_array_equal(mask.numpy().astype(bool), expected)
         torch.testing.assert_close(policies[torch.as_tensor(expected)].sum(-1), torch.ones(int(expected.sum())))
+
+
+def test_root_value_targets_bootstrap_from_a_search_at_the_bootstrap_observations(tiny_mlp, toy):
+    model = _trained("vector", tiny_mlp, toy, False)
+    batch = model.replay_buffer.sample(8, model.target_config, model._rng, 1.0)
+    net, mcts, cpu = model.policy.target_network, model.policy.mcts, torch.device("cpu")
+    settings = dict(frame_stack=1, reanalyze_ratio=0.0, chunk=None, device=cpu)
+    (predicted, _, _), = compute_targets(net, mcts, [batch], np.random.default_rng(0), **settings)
+    (rooted, _, _), = compute_targets(net, mcts, [batch], np.random.default_rng(0), use_root_value=True, **settings)
+    with torch.no_grad():
+        root = net.initial_inference(batch_stacks(batch, batch.bootstrap_offset, 1, cpu).flatten(0, 1))
+        search = mcts.search(net, root.latent, root.policy_logits, np.random.default_rng(0), True)
+        value = net.to_scalar(root.value_logits).view(batch.returns.shape)
+    returns, discount = torch.as_tensor(batch.returns), torch.as_tensor(batch.bootstrap_discount)
+    root_values = torch.as_tensor(search.root_values, dtype=torch.float32).view(batch.returns.shape)
+    torch.testing.assert_close(rooted, returns + discount * root_values)
+    torch.testing.assert_close(predicted, returns + discount * value)  # the default is unchanged
+    bootstrapped = discount > 0
+    assert bootstrapped.any() and not torch.allclose(rooted[bootstrapped], predicted[bootstrapped])
+
+
+def test_root_values_and_mixed_precision_reach_the_worker_process(tiny_mlp, toy):
+    settings = dict(steps=28, use_root_value=True, mixed_precision=True)
+    thread, process = (_trained("vector", tiny_mlp, toy, prefetch, **settings) for prefetch in (True, "process"))
+    assert process._n_updates == 2 * (28 - 16) and process._worker is not None
+    for name, value in thread.policy.network.state_dict().items():
+        assert torch.equal(process.policy.network.state_dict()[name], value), name
+    predicted = _trained("vector", tiny_mlp, toy, "process", steps=28, mixed_precision=True)
+    assert not torch.equal(predicted.policy.network.state_dict()[name], value)
+
+
+def test_a_reanalysis_actor_computes_the_learners_targets_with_its_settings(tiny_mlp, toy):
+    model = _trained("vector", tiny_mlp, toy, False, steps=20, use_root_value=True, mixed_precision=True)
+    actor = ReanalysisActor(0, actor_settings(model), (model.observation_space, model.action_space), seed=0)
+    assert actor.model.policy.mixed_precision is True and actor.model.target_config.use_root_value
+    actor.model.policy.target_network.load_state_dict(model.policy.target_network.state_dict())
+    actor.version = 0  # the weights are there: no fetch from Ray
+    actor.model._rng.bit_generator.state = model._rng.bit_generator.state
+    batches = [model.replay_buffer.sample(4, model.target_config, model._rng, 1.0)]
+    arrays, _ = actor.targets(batches, 0, [])
+    for got, expected in zip(arrays[0], model._targets(batches)[0]):
+        np.testing.assert_array_equal(got, expected.numpy())
