@@ -95,7 +95,8 @@ def compute_targets(
     :param rng: the search's Dirichlet noise and tie-breaks
     :param reanalyse_missing: also reanalyse the positions beyond the first ``reanalyze_ratio`` of a batch
         that have no stored search policy (under delay, those whose searches were rooted at a forecast)
-    :param use_root_value: bootstrap the values from the root values of a search with ``target_net`` (with root noise, as EfficientZero)
+    :param use_root_value: bootstrap the values from the root values of a search with ``target_net`` (with root
+        noise, as EfficientZero)
     :param mixed_precision: the networks' autocast (:func:`~delayzoo.agents.common.precision.autocast`); the
         targets are float32 either way
     """
