@@ -3,7 +3,8 @@
 Runs the ``CartPole-v1`` entry of ``hyperparams/delayed_ez.yml`` (8 envs, 16 simulations, 2 updates per
 vector step) on the delayed preset (random-walk delay, max 5, p = 0.2, pending view), one torch thread.
 After ``learning_starts`` steps (not timed) it times ``--steps`` more env steps and prints env steps per
-second of process CPU time and of wall time, and the main thread's CPU time per vector step split into
+second of process CPU time and of wall time, the learner's busy fraction (wall time inside ``train``), and
+the main thread's CPU time per vector step split into
 acting (the batched search of all envs), reanalysis (value bootstrap and policy reanalysis with the
 target network, in the prefetch thread or process when it runs there), targets (replay sampling and target arrays)
 and update (the rest of ``train``: the unrolled loss, backward, optimiser, priorities).
@@ -91,6 +92,17 @@ def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float
     timed(model, "_targets", "reanalysis")
     timed(model.replay_buffer, "sample", "targets")
     timed(model, "train", "update")
+    in_train = [0.0]  # wall seconds inside train: the learner's busy time
+    thread_timed_train = model.train
+
+    def train(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return thread_timed_train(*args, **kwargs)
+        finally:
+            in_train[0] += time.perf_counter() - start
+
+    model.train = train
     worker = getattr(model, "_worker", None)  # older copies (--before) have none
     worker_cpu = worker.cpu_seconds if worker is not None else 0.0
     cpu, wall = time.process_time(), time.perf_counter()
@@ -108,6 +120,7 @@ def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float
         "steps_per_wall_s": steps / wall,
         "cpu_s": cpu,
         "wall_s": wall,
+        "learner_busy": in_train[0] / wall,
         **{f"{part}_ms": 1000 * spent[part] / vector_steps for part in PARTS},
     }
 
@@ -279,10 +292,10 @@ def main() -> None:
           f"{args.prefetch}{' after' if args.before else ''}, "
           f"medians of {args.repeats} alternating runs; "
           f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
-    keys = ["steps_per_cpu_s", "steps_per_wall_s", "cpu_s", "wall_s"] + [f"{part}_ms" for part in PARTS]
+    keys = ["steps_per_cpu_s", "steps_per_wall_s", "cpu_s", "wall_s", "learner_busy"] + [f"{part}_ms" for part in PARTS]
     print(f"{'':22}" + "".join(f"{name:>12}" for name in results))
     for key in keys:
-        print(f"{key:22}" + "".join(f"{statistics.median(r[key] for r in runs):12.1f}" for runs in results.values()))
+        print(f"{key:22}" + "".join(f"{statistics.median(r[key] for r in runs):12.3g}" for runs in results.values()))
 
 
 if __name__ == "__main__":
