@@ -46,6 +46,22 @@ REPO = Path(__file__).resolve().parents[1]
 PARTS = ("acting", "reanalysis", "targets", "update")
 
 
+def _clock_train(model) -> list[float]:
+    """Wrap ``model.train`` to add its wall time to the returned one-element list (the learner's busy time)."""
+    in_train = [0.0]
+    train = model.train
+
+    def timed_train(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return train(*args, **kwargs)
+        finally:
+            in_train[0] += time.perf_counter() - start
+
+    model.train = timed_train
+    return in_train
+
+
 def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float]:
     import gymnasium as gym
     import torch
@@ -92,17 +108,7 @@ def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float
     timed(model, "_targets", "reanalysis")
     timed(model.replay_buffer, "sample", "targets")
     timed(model, "train", "update")
-    in_train = [0.0]  # wall seconds inside train: the learner's busy time
-    thread_timed_train = model.train
-
-    def train(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return thread_timed_train(*args, **kwargs)
-        finally:
-            in_train[0] += time.perf_counter() - start
-
-    model.train = train
+    in_train = _clock_train(model)
     worker = getattr(model, "_worker", None)  # older copies (--before) have none
     worker_cpu = worker.cpu_seconds if worker is not None else 0.0
     cpu, wall = time.process_time(), time.perf_counter()
@@ -178,17 +184,7 @@ def _actor_child(steps: int, seed: int, args: argparse.Namespace) -> dict[str, f
         reanalysis_actors=args.reanalysis_actors, envs_per_actor=envs_per_actor, **entry,
     )
     marks: dict[str, float] = {}
-    train = model.train
-    in_train = [0.0]
-
-    def timed_train(*a, **k):
-        start = time.perf_counter()
-        try:
-            return train(*a, **k)
-        finally:
-            in_train[0] += time.perf_counter() - start
-
-    model.train = timed_train  # type: ignore[method-assign]
+    in_train = _clock_train(model)
 
     class Clock(BaseCallback):
         def _on_step(self) -> bool:
