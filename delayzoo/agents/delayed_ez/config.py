@@ -77,9 +77,9 @@ class TargetConfig:
         the target network
     :param auto_td_period: adaptive horizon: ``td_steps`` shrinks by one per this many transitions of
         age, never below 1 (``None``: fixed horizon)
-    :param use_root_value: the value targets bootstrap from the root value of a search (target network, no
-        root noise) at the bootstrap observation instead of the target network's predicted value
-        (EfficientZero's ``--use_root_value``)
+    :param use_root_value: the value targets bootstrap from the root value of a search (target network,
+        with the root noise of the policy reanalysis) at the bootstrap observation instead of the target
+        network's predicted value (EfficientZero's ``--use_root_value``)
     """
 
     num_unroll_steps: int = 5
