@@ -3,7 +3,8 @@
 A plain sweep's agents are algorithms (``--algos ppo dqn``). A grid file names *variants* instead: an
 agent is a label with an algorithm, its own ``-params``, and whether it observes the pending actions,
 so that several modes of one algorithm are lines of their own (``pwm-forecast``, ``pwm-oblivious``).
-The file also gives each env its own delays and each algorithm on that env its own ``train`` flags::
+The file also gives each env its own delays and each algorithm on that env its own ``train`` and
+``eval`` flags (an algorithm's eval flags come after the sweep's, so they win)::
 
     seeds: [0, 1, 2]
     delay_process: random-walk          # one process for every delayed cell
@@ -13,6 +14,7 @@ The file also gives each env its own delays and each algorithm on that env its o
       CartPole-v1:
         delays: [0, 2, 5, 10]
         train_args: {pwm: [--preset, delayed, --save-freq, "2000"]}   # per algorithm on this env
+        eval_args: {delayed_ez: [--n-envs, "8"]}                      # its eval flags on this env
     variants:
       ppo: {algo: ppo}
       ppo+view: {algo: ppo, pending_view: true}
@@ -81,7 +83,8 @@ class Cell:
     """One cell of a grid: an agent on an env at one delay setting and seed.
 
     ``label`` is ``None`` for a plain sweep's cells (the agent is ``algo`` with the sweep's flags);
-    a grid file's cells carry their variant's label, ``params`` and ``args`` (the env's flags for ``algo``).
+    a grid file's cells carry their variant's label, ``params``, ``args`` (the env's train flags for ``algo``)
+    and ``eval_args`` (its eval flags there).
     """
 
     algo: str
@@ -95,6 +98,7 @@ class Cell:
     args: tuple[str, ...] = ()
     delay_aware: bool | None = None
     delay_args: tuple[str, ...] = ()
+    eval_args: tuple[str, ...] = ()
 
     @property
     def agent(self) -> str:
@@ -176,6 +180,7 @@ class Grid:
     :param train_args: flags of every train command
     :param env_args: env id -> algorithm -> that algorithm's flags on that env
     :param delay_args: flags of the delayed cells' train commands (``--init-action random``, ``--delay-p``)
+    :param env_eval_args: env id -> algorithm -> that algorithm's eval flags on that env
     """
 
     envs: dict[str, tuple[int, ...]]
@@ -185,6 +190,7 @@ class Grid:
     train_args: tuple[str, ...] = ()
     env_args: dict[str, dict[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
     delay_args: tuple[str, ...] = ()
+    env_eval_args: dict[str, dict[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
 
     def cells(self) -> list[Cell]:
         """The cells, env by env: delay 0 once per algorithm, then every variant at every other delay."""
@@ -195,7 +201,18 @@ class Grid:
             for delay, seed in itertools.product(delays, self.seeds):
                 if delay == 0:
                     cells += [
-                        Cell(algo, env_id, 0, self.process, False, seed, algo, (), self._args(env_id, algo))
+                        Cell(
+                            algo,
+                            env_id,
+                            0,
+                            self.process,
+                            False,
+                            seed,
+                            algo,
+                            (),
+                            self._args(env_id, algo),
+                            eval_args=self._eval_args(env_id, algo),
+                        )
                         for algo in algos
                     ]
                     continue
@@ -212,6 +229,7 @@ class Grid:
                         self._args(env_id, variant.algo),
                         variant.aware,
                         self.delay_args,
+                        self._eval_args(env_id, variant.algo),
                     )
                     for variant in variants
                 ]
@@ -219,6 +237,9 @@ class Grid:
 
     def _args(self, env_id: str, algo: str) -> tuple[str, ...]:
         return (*self.train_args, *self.env_args.get(env_id, {}).get(algo, ()))
+
+    def _eval_args(self, env_id: str, algo: str) -> tuple[str, ...]:
+        return self.env_eval_args.get(env_id, {}).get(algo, ())
 
 
 def _params(entries: Any, where: str) -> tuple[str, ...]:
@@ -236,6 +257,15 @@ def _strings(values: Any, where: str) -> tuple[str, ...]:
     if not isinstance(values, list) or not all(isinstance(value, (str, int, float)) for value in values):
         raise ZooError(f"{where} must be a list of command-line words, got {values!r}")
     return tuple(str(value) for value in values)
+
+
+def _per_algo(entry: Any, where: str) -> dict[str, tuple[str, ...]]:
+    """``{algo: [flags]}`` as algorithm -> command-line words."""
+    if entry is None:
+        return {}
+    if not isinstance(entry, dict):
+        raise ZooError(f"{where} must map algorithms to flags, got {entry!r}")
+    return {algo: _strings(flags, f"{where}.{algo}") for algo, flags in entry.items()}
 
 
 def _ints(values: Any, where: str) -> tuple[int, ...]:
@@ -267,16 +297,14 @@ def load_grid(path: str | Path) -> Grid:
     envs_entry = content.get("envs")
     if not isinstance(envs_entry, dict) or not envs_entry:
         raise ZooError(f"{path}: envs must map env ids to {{delays: [...]}}, got {envs_entry!r}")
-    envs, env_args = {}, {}
+    envs, env_args, env_eval_args = {}, {}, {}
     for env_id, entry in envs_entry.items():
         where = f"{path}: envs.{env_id}"
-        if not isinstance(entry, dict) or set(entry) - {"delays", "train_args"}:
-            raise ZooError(f"{where} must be a mapping with delays (and train_args), got {entry!r}")
+        if not isinstance(entry, dict) or set(entry) - {"delays", "train_args", "eval_args"}:
+            raise ZooError(f"{where} must be a mapping with delays (and train_args, eval_args), got {entry!r}")
         envs[env_id] = _ints(entry.get("delays"), f"{where}.delays")
-        per_algo = entry.get("train_args") or {}
-        if not isinstance(per_algo, dict):
-            raise ZooError(f"{where}.train_args must map algorithms to flags, got {per_algo!r}")
-        env_args[env_id] = {algo: _strings(flags, f"{where}.train_args.{algo}") for algo, flags in per_algo.items()}
+        env_args[env_id] = _per_algo(entry.get("train_args"), f"{where}.train_args")
+        env_eval_args[env_id] = _per_algo(entry.get("eval_args"), f"{where}.eval_args")
     variants_entry = content.get("variants")
     if not isinstance(variants_entry, dict) or not variants_entry:
         raise ZooError(f"{path}: variants must map labels to {{algo: ...}}, got {variants_entry!r}")
@@ -306,4 +334,4 @@ def load_grid(path: str | Path) -> Grid:
         raise ZooError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}")
     train_args = _strings(content.get("train_args"), f"{path}: train_args")
     delay_args = _strings(content.get("delay_args"), f"{path}: delay_args")
-    return Grid(envs, tuple(variants), tuple(seeds), process, train_args, env_args, delay_args)
+    return Grid(envs, tuple(variants), tuple(seeds), process, train_args, env_args, delay_args, env_eval_args)

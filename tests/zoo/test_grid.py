@@ -20,6 +20,7 @@ envs:
   CartPole-v1:
     delays: [0, 3]
     train_args: {pwm: [--preset, benchmark, -params, "learning_starts:100"]}
+    eval_args: {pwm: [--n-envs, "4"]}
   Acrobot-v1:
     delays: [0, 5, 10]
 variants:
@@ -90,6 +91,18 @@ def test_a_cells_train_command_holds_its_flags_and_one_params_with_the_envs_the_
     ]
 
 
+def test_an_algorithms_eval_flags_on_an_env_come_last_in_its_cells_eval_command(grid_file):
+    cells = {cell.name: cell for cell in load_grid(grid_file).cells()}
+    plan = ("train", "train new", [])
+    sweep_eval = ["-n", "16", "--n-envs", "1"]
+    for name in ("pwm_CartPole-v1_random-walk0_seed1", "pwm-forecast_CartPole-v1_random-walk3+view_seed0"):
+        task = sweep.make_task(cells[name], Path("/logs"), [], plan, sweep_eval, 1, 0, 60)
+        evaluate = dict(task.commands)["eval"]
+        assert evaluate[-6:] == [*sweep_eval, "--n-envs", "4"]
+    ppo = sweep.make_task(cells["ppo_Acrobot-v1_random-walk5_seed0"], Path("/logs"), [], plan, sweep_eval, 1, 0, 60)
+    assert dict(ppo.commands)["eval"][-4:] == sweep_eval
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -101,6 +114,8 @@ def test_a_cells_train_command_holds_its_flags_and_one_params_with_the_envs_the_
         ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {p: {algo: ppo, envs: [Pong]}}\n", "some of the grid's envs"),
         ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {p: {algo: ppo}}\ndelay_process: x\n", "delay_process must"),
         ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {p: {algo: ppo}}\nseeds: [a]\n", "seeds must be"),
+        ("envs: {CartPole-v1: {delays: [0], eval_args: [-n]}}\nvariants: {p: {algo: ppo}}\n", "eval_args must map"),
+        ("envs: {CartPole-v1: {delays: [0], eval_args: {ppo: 8}}}\nvariants: {p: {algo: ppo}}\n", "eval_args.ppo must"),
         ("- a list\n", "must hold a mapping"),
         ("envs: {CartPole-v1: {delays: [0]}}\nvariants: !!python/object:os.system {}\n", "not plain YAML data"),
     ],
