@@ -265,9 +265,11 @@ def _requested_steps(extra: Sequence[str]) -> int | None:
 
 # ---------------------------------------------------------------------------------------------- plans
 def saved_steps(path: Path) -> int:
-    """The step counter of a saved model, read from the archive's plain JSON (nothing unpickled)."""
+    """The step counter of a saved model, read from the archive's plain JSON (nothing unpickled): SB3's
+    top-level ``num_timesteps``, or the ``counters`` of our agents' plain format."""
     with zipfile.ZipFile(path) as archive:
-        return int(json.loads(archive.read("data"))["num_timesteps"])
+        data = json.loads(archive.read("data"))
+    return int((data["counters"] if "counters" in data else data)["num_timesteps"])
 
 
 def _csv_steps(run: Run, n_episodes: int) -> list[int]:

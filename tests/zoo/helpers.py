@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 from stable_baselines3.common.callbacks import BaseCallback
 
+from delayzoo.zoo.sweep import saved_steps
+
 REPO = Path(__file__).resolve().parents[2]
+
+__all__ = ["REPO", "TINY_PPO", "cli_env", "files_under", "run_module", "saved_steps"]
 
 
 def cli_env() -> dict[str, str]:
@@ -27,13 +29,6 @@ def run_module(module: str, *args: str, cwd: Path, timeout: float = 120) -> subp
     return subprocess.run(
         [sys.executable, "-m", module, *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=timeout
     )
-
-
-def saved_steps(path: Path) -> int:
-    """The step counter stored in a saved model (Stable-Baselines3's or our agents' format)."""
-    with zipfile.ZipFile(path) as archive:
-        data = json.loads(archive.read("data"))
-    return int(data["counters"]["num_timesteps"] if "counters" in data else data["num_timesteps"])
 
 
 def files_under(folder: Path) -> list[str]:

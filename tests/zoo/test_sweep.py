@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from delayzoo.agents.delayed_ez import DelayedEZ
+from delayzoo.agents.pwm import PWM
 from delayzoo.zoo import cli, plot, sweep
 from delayzoo.zoo.runs import find_runs, read_run_yaml
 from tests.zoo.helpers import REPO, TINY_PPO, cli_env, files_under, run_module, saved_steps
@@ -161,7 +163,7 @@ def test_an_interrupted_run_is_resumed_from_its_last_checkpoint_with_the_step_co
 
 def _fake_sweep_run(logs: Path, cell: sweep.Cell, scores: list[float]) -> None:
     """A cell folder as a sweep leaves it: run folder with args.yml/config.yml, and the eval CSV."""
-    env_name = cell.name.split("_")[1]
+    env_name = cell.env_id.replace("/", "-")  # the run folder's name, as huggingface_sb3's EnvironmentName
     params = logs / cell.name / cell.algo / f"{env_name}_1" / env_name
     params.mkdir(parents=True)
     (params / "args.yml").write_text(
@@ -234,6 +236,30 @@ def test_plan_of_a_cell_skips_evaluates_or_resumes_from_the_latest_readable_mode
     assert sweep.plan_cell(cell, logs, 2000, 2)[0] == "skip"
     assert sweep.plan_cell(cell, logs, 2000, 3)[0] == "eval"  # fewer episodes than asked
     assert sweep.plan_cell(cell, logs, 3000, 2)[2] == ["-i", str(run / "CartPole-v1.zip"), "-n", "1000"]
+
+
+@pytest.mark.parametrize("algo", ["pwm", "delayed_ez"])
+def test_an_interrupted_run_of_our_agents_is_resumed_from_its_plain_format_model(tmp_path, algo):
+    """Our agents save their step counter under ``counters``, not where SB3 puts it: the plan reads both."""
+    logs = tmp_path / "logs"
+    cell = sweep.Cell(algo, "CartPole-v1", 2, "constant", False, 0)
+    _fake_sweep_run(logs, cell, [1, 2])
+    run = logs / cell.name / algo / "CartPole-v1_1"
+    small = {
+        "pwm": dict(
+            policy_kwargs=dict(
+                world_model_kwargs=dict(stoch=4, classes=4, mlp_units=16, seq_width=16, seq_cells=1, seq_divisor=2),
+                actor_critic_kwargs=dict(units=16),
+            )
+        ),
+        "delayed_ez": dict(num_simulations=2),
+    }[algo]
+    model = {"pwm": PWM, "delayed_ez": DelayedEZ}[algo]("MlpPolicy", "CartPole-v1", device="cpu", **small)
+    model.num_timesteps = 700  # as a Ctrl-C at step 700 leaves it
+    model.save(run / "CartPole-v1.zip")
+    assert saved_steps(run / "CartPole-v1.zip") == 700
+    action, _, flags = sweep.plan_cell(cell, logs, 2000, 2)
+    assert (action, flags) == ("resume", ["-i", str(run / "CartPole-v1.zip"), "-n", "1300"])
 
 
 def test_a_cell_evaluated_to_its_budget_counts_as_done_without_its_models(tmp_path):
