@@ -166,21 +166,29 @@ _GRID_AXES = ("algos", "envs", "delays", "seeds", "delay_process", "pending_view
 
 
 def grid_cells(args: argparse.Namespace) -> list[Cell]:
-    """The cells of the command line: from ``--grid FILE`` (``--envs`` and ``--agents`` select some of its
-    cells) or from the axis flags."""
+    """The cells of the command line: from ``--grid FILE`` (``--envs``, ``--delays``, ``--seeds`` and
+    ``--agents`` select some of its cells) or from the axis flags."""
     given = [f"--{axis.replace('_', '-')}" for axis in _GRID_AXES if getattr(args, axis) not in (None, False)]
     if args.grid is not None:
-        given = [flag for flag in given if flag != "--envs"]
+        given = [flag for flag in given if flag not in ("--envs", "--delays", "--seeds")]
         if given:
             raise ZooError(f"--grid {args.grid} gives the whole grid: drop {', '.join(given)}")
         cells = load_grid(args.grid).cells()
-        for flag, chosen, value in (("--envs", args.envs, "env_id"), ("--agents", args.agents, "agent")):
+        selectors = (
+            ("--envs", args.envs, "env_id"),
+            ("--delays", args.delays, "delay"),
+            ("--seeds", args.seeds, "seed"),
+            ("--agents", args.agents, "agent"),
+        )
+        for flag, chosen, value in selectors:
             known = {getattr(cell, value) for cell in cells}
             unknown = sorted(set(chosen or ()) - known)
             if unknown:
-                raise ZooError(f"{flag} {' '.join(unknown)}: not in {args.grid} (it has {', '.join(sorted(known))})")
-        if args.envs:
-            cells = [cell for cell in cells if cell.env_id in args.envs]
+                listed = ", ".join(str(item) for item in sorted(known))
+                raise ZooError(f"{flag} {' '.join(map(str, unknown))}: not in {args.grid} (it has {listed})")
+        for _, chosen, value in selectors[:3]:
+            if chosen is not None:
+                cells = [cell for cell in cells if getattr(cell, value) in chosen]
         if args.agents:
             algos = {cell.algo for cell in cells if cell.agent in args.agents}
             cells = [cell for cell in cells if cell.agent in args.agents or (cell.delay == 0 and cell.algo in algos)]
@@ -593,7 +601,7 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--agents",
         nargs="+",
         help="with --grid: only these agents' cells (variant labels; their algorithm's delay-0 cells come along); "
-        "--envs with --grid: only these envs' cells",
+        "--envs, --delays and --seeds with --grid: only the cells of these envs, delays and seeds",
     )
     parser.add_argument(
         "-f", "--log-folder", type=Path, default=Path("logs"), help="where the cells go (default: logs)"

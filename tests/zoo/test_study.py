@@ -80,6 +80,23 @@ def test_envs_and_agents_select_cells_of_the_grid_with_their_algorithms_delay_0_
     assert files_under(logs) == []
 
 
+def test_delays_and_seeds_select_a_slice_of_the_grid(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    argv = ["-f", str(logs), "--dry-run", "--envs", "CartPole-v1", "--agents", "pwm-forecast"]
+    assert study.main([*argv, "--delays", "0", "10", "--seeds", "2"]) == 0
+    cells = [line.split(":")[0].strip() for line in capsys.readouterr().out.splitlines() if line.endswith(": new")]
+    assert cells == ["pwm_CartPole-v1_random-walk0_seed2", "pwm-forecast_CartPole-v1_random-walk10+view_seed2"]
+    assert study.main([*argv, "--delays", "10"]) == 0  # no delay 0: the algorithm's delay-0 cells stay out
+    cells = [line.split(":")[0].strip() for line in capsys.readouterr().out.splitlines() if line.endswith(": new")]
+    assert cells == [f"pwm-forecast_CartPole-v1_random-walk10+view_seed{seed}" for seed in range(3)]
+    assert study.main([*argv, "--delays", "3"]) == 2
+    error = capsys.readouterr().err
+    assert "--delays 3: not in" in error and "(it has 0, 2, 5, 10)" in error
+    assert study.main([*argv, "--seeds", "7"]) == 2
+    assert "--seeds 7: not in" in capsys.readouterr().err
+    assert files_under(logs) == []
+
+
 @pytest.mark.slow
 def test_quick_study_runs_end_to_end_and_writes_the_figure_and_the_table(tmp_path: Path, capsys):
     """Nine cells on local Ray (several minutes on 2 cores)."""
