@@ -63,12 +63,12 @@ def build(
     """DelayedEZ with the entry's hyperparameters (``forward_model`` from ``mode``, then ``overrides``) and the
     entry's ``n_timesteps``."""
     config = dict(yaml.safe_load(HYPERPARAMS.read_text())[ENTRY])
+    config["forward_model"] = mode == "forward"
+    config.update(overrides or {})  # before the pops, so that policy_kwargs can be overridden too
     n_envs, steps, policy = config.pop("n_envs"), int(config.pop("n_timesteps")), config.pop("policy")
     policy_kwargs = eval(config.pop("policy_kwargs"), {"th": torch, "dict": dict})  # the file's own dict(...)
     if max_delay > 0:
         policy = "MultiInputPolicy"
-    config["forward_model"] = mode == "forward"
-    config.update(overrides or {})
     env = DummyVecEnv([lambda: make_env(max_delay, init_action)] * n_envs)
     return DelayedEZ(policy, env, policy_kwargs=policy_kwargs, seed=seed, device="cpu", **config), steps
 

@@ -159,6 +159,17 @@ class DownSample(nn.Module):
         return self.blocks(F.relu(self.bn(self.conv(x))))
 
 
+VALUE_PREFIX_NORMS = ("batch", "layer")
+"""How the value-prefix LSTM's output is normalised before its head.
+
+``"batch"``: batch norm, EfficientZero's. In training every unroll step is normalised with the statistics
+of its own step, but the running statistics the search uses mix the steps, and the LSTM's output grows
+over the steps: on a trained CartPole model the first step's output has a tenth of the running variance,
+so the search's value prefixes are off (0.25 for a reward of 1). ``"layer"``: layer norm, the same in
+training and in the search (an option, not the paper's).
+"""
+
+
 class ConvNetworkConfig(NamedTuple):
     """Sizes of the conv family; the defaults are EfficientZero's Atari sizes.
 
@@ -173,6 +184,7 @@ class ConvNetworkConfig(NamedTuple):
     :param pred_hidden: SimSiam prediction-head hidden width
     :param support_size: value and value-prefix bins are ``-support_size..support_size``
     :param state_norm: min-max normalise the latents (EfficientZero's Atari model: off)
+    :param value_prefix_norm: normalisation of the value-prefix LSTM's output (see :data:`VALUE_PREFIX_NORMS`)
     """
 
     num_channels: int = 64
@@ -186,6 +198,7 @@ class ConvNetworkConfig(NamedTuple):
     pred_hidden: int = 512
     support_size: int = 300
     state_norm: bool = False
+    value_prefix_norm: str = "batch"
 
 
 class MlpNetworkConfig(NamedTuple):
@@ -200,6 +213,7 @@ class MlpNetworkConfig(NamedTuple):
     :param pred_hidden: SimSiam prediction-head hidden width
     :param support_size: value and value-prefix bins are ``-support_size..support_size``
     :param state_norm: min-max normalise the latents (on: bounds the residual MLP dynamics)
+    :param value_prefix_norm: normalisation of the value-prefix LSTM's output (see :data:`VALUE_PREFIX_NORMS`)
     """
 
     latent_dim: int = 128
@@ -211,6 +225,7 @@ class MlpNetworkConfig(NamedTuple):
     pred_hidden: int = 128
     support_size: int = 300
     state_norm: bool = True
+    value_prefix_norm: str = "batch"
 
 
 class EfficientZeroNetwork(nn.Module):
@@ -296,7 +311,7 @@ class EfficientZeroNetwork(nn.Module):
             nn.Conv2d(channels, config.reduced_channels, 1), nn.BatchNorm2d(config.reduced_channels), nn.ReLU()
         )
         self.lstm = nn.LSTM(reduced, config.lstm_hidden_size)
-        self.value_prefix_bn = BatchNorm1d(config.lstm_hidden_size)
+        self._build_value_prefix_norm(config)
         self.value_prefix_head = _mlp(config.lstm_hidden_size, config.head_hidden, bins, zero_last=True)
         # prediction
         self.pred_blocks = nn.Sequential(*[ResidualBlock(channels, channels) for _ in range(config.num_blocks)])
@@ -320,10 +335,20 @@ class EfficientZeroNetwork(nn.Module):
         self.dyn_mlp = _mlp(latent + self.num_actions, config.hidden, latent)
         self.dyn_norm = nn.LayerNorm(latent)
         self.lstm = nn.LSTM(latent, config.lstm_hidden_size)
-        self.value_prefix_bn = BatchNorm1d(config.lstm_hidden_size)
+        self._build_value_prefix_norm(config)
         self.value_prefix_head = _mlp(config.lstm_hidden_size, config.head_hidden, bins, zero_last=True)
         self.value_head = _mlp(latent, config.head_hidden, bins, zero_last=True)
         self.policy_head = _mlp(latent, config.head_hidden, self.num_actions, zero_last=True)
+
+    def _build_value_prefix_norm(self, config: ConvNetworkConfig | MlpNetworkConfig) -> None:
+        if config.value_prefix_norm not in VALUE_PREFIX_NORMS:
+            raise ValueError(
+                f"value_prefix_norm must be one of {VALUE_PREFIX_NORMS}, got {config.value_prefix_norm!r}"
+            )
+        if config.value_prefix_norm == "batch":
+            self.value_prefix_bn = BatchNorm1d(config.lstm_hidden_size)
+        else:
+            self.value_prefix_ln = nn.LayerNorm(config.lstm_hidden_size)
 
     # ----------------------------------------------------------------- the three functions
     def _normalize(self, latent: torch.Tensor) -> torch.Tensor:
@@ -361,7 +386,8 @@ class EfficientZeroNetwork(nn.Module):
             reward_features, (lstm_state[0][0], lstm_state[1][0]),
             lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0,
         )
-        value_prefix_logits = self.value_prefix_head(F.relu(self.value_prefix_bn(next_h)))
+        norm = self.value_prefix_bn if self.config.value_prefix_norm == "batch" else self.value_prefix_ln
+        value_prefix_logits = self.value_prefix_head(F.relu(norm(next_h)))
         return next_latent, (next_h.unsqueeze(0), next_c.unsqueeze(0)), value_prefix_logits
 
     def prediction(self, latent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -100,3 +100,12 @@ def test_forward_model_keeps_most_of_the_undelayed_return_under_a_random_walk_de
     undelayed = np.mean([study.final_return(r) for r in results if r["max_delay"] == 0])
     forward = np.mean([study.final_return(r) for r in results if r["max_delay"] == 5 and r["mode"] == "forward"])
     assert forward >= 0.6 * undelayed, (forward, undelayed)
+
+
+def test_the_study_overrides_any_entry_value_policy_kwargs_included():
+    study = _study()
+    kwargs = "dict(net_kwargs=dict(latent_dim=8, hidden=(8,), head_hidden=(8,), lstm_hidden_size=8, proj_hidden=8, " \
+             "proj_out=8, pred_hidden=8, value_prefix_norm='layer'))"
+    model, steps = study.build(0, "forward", 0, {"policy_kwargs": kwargs, "num_simulations": 3})
+    assert model.num_simulations == 3 and steps == 20_000
+    assert model.policy.network.config.value_prefix_norm == "layer" and model.policy.network.lstm.hidden_size == 8
