@@ -129,6 +129,22 @@ def test_lean_layers_compute_exactly_what_the_plain_modules_compute(tiny_mlp, tr
         assert net.dyn_mlp[1].num_batches_tracked.item() == 1
 
 
+def _first_step_mismatch(net, obs: torch.Tensor, actions: torch.Tensor) -> float:
+    """Mean gap between the value-prefix norm's output for the first unroll step in training and in the search."""
+    module = net.value_prefix_bn if net.config.value_prefix_norm == "batch" else net.value_prefix_ln
+    seen = []
+    module.register_forward_hook(lambda _module, inputs, output: seen.append((inputs[0], output)))
+    with torch.no_grad():
+        net.train()
+        for _ in range(30):  # the running statistics settle over unrolls of 5 steps
+            latent, state = net.represent(obs), net.initial_lstm_state(len(obs))
+            for _step in range(5):
+                latent, state, _ = net.dynamics(latent, actions, state)
+        hidden, trained = seen[-5]  # the first of the last unroll's five steps
+        net.eval()
+        return (trained - module(hidden)).abs().mean().item()
+
+
 @pytest.mark.parametrize("family", ["mlp", "conv"])
 def test_value_prefix_norm_layer_gives_the_search_the_first_step_features_training_saw(family, tiny_mlp, tiny_conv):
     """Batch norm trains each unroll step on its own statistics but searches with running ones that mix the
@@ -136,24 +152,12 @@ def test_value_prefix_norm_layer_gives_the_search_the_first_step_features_traini
     torch.manual_seed(0)
     shape, image, kwargs = ((4,), False, tiny_mlp) if family == "mlp" else ((3, 12, 12), True, tiny_conv)
     obs, actions = torch.rand(64, *shape), torch.randint(0, 2, (64,))
-    first_step = {}
+    gap = {}
     for norm in ("batch", "layer"):
         net = build_network(shape, 2, image, **{**kwargs, "value_prefix_norm": norm})
-        module = net.value_prefix_bn if norm == "batch" else net.value_prefix_ln
         assert not hasattr(net, "value_prefix_ln" if norm == "batch" else "value_prefix_bn")
-        seen = []
-        module.register_forward_hook(lambda _module, inputs, output: seen.append((inputs[0], output)))
-        with torch.no_grad():
-            net.train()
-            for _ in range(30):  # the running statistics settle over unrolls of 5 steps
-                latent, state = net.represent(obs), net.initial_lstm_state(64)
-                for _step in range(5):
-                    latent, state, _ = net.dynamics(latent, actions, state)
-            hidden, trained = seen[-5]  # the first of the last unroll's five steps
-            net.eval()
-            searched = module(hidden)
-        first_step[norm] = (trained - searched).abs().mean().item()
-    assert first_step["layer"] < 1e-5 < 0.1 < first_step["batch"]
+        gap[norm] = _first_step_mismatch(net, obs, actions)
+    assert gap["layer"] < 1e-5 < 0.1 < gap["batch"]
 
 
 def test_value_prefix_norm_names_the_bad_value(tiny_mlp):
