@@ -184,7 +184,8 @@ class ConvNetworkConfig(NamedTuple):
     :param pred_hidden: SimSiam prediction-head hidden width
     :param support_size: value and value-prefix bins are ``-support_size..support_size``
     :param state_norm: min-max normalise the latents (EfficientZero's Atari model: off)
-    :param value_prefix_norm: normalisation of the value-prefix LSTM's output (see :data:`VALUE_PREFIX_NORMS`)
+    :param value_prefix_norm: ``"batch"`` (EfficientZero's) or ``"layer"`` norm on the value-prefix LSTM's output
+        (see ``VALUE_PREFIX_NORMS`` in this module for why)
     """
 
     num_channels: int = 64
@@ -213,7 +214,8 @@ class MlpNetworkConfig(NamedTuple):
     :param pred_hidden: SimSiam prediction-head hidden width
     :param support_size: value and value-prefix bins are ``-support_size..support_size``
     :param state_norm: min-max normalise the latents (on: bounds the residual MLP dynamics)
-    :param value_prefix_norm: normalisation of the value-prefix LSTM's output (see :data:`VALUE_PREFIX_NORMS`)
+    :param value_prefix_norm: ``"batch"`` (EfficientZero's) or ``"layer"`` norm on the value-prefix LSTM's output
+        (see ``VALUE_PREFIX_NORMS`` in this module for why)
     """
 
     latent_dim: int = 128
