@@ -163,10 +163,9 @@ VALUE_PREFIX_NORMS = ("batch", "layer")
 """How the value-prefix LSTM's output is normalised before its head.
 
 ``"batch"``: batch norm, EfficientZero's. In training every unroll step is normalised with the statistics
-of its own step, but the running statistics the search uses mix the steps, and the LSTM's output grows
-over the steps: on a trained CartPole model the first step's output has a tenth of the running variance,
-so the search's value prefixes are off (0.25 for a reward of 1). ``"layer"``: layer norm, the same in
-training and in the search (an option, not the paper's).
+of its own step, but the search uses running statistics that mix the steps, over which the LSTM's output
+grows. ``"layer"``: layer norm, the same in training and in the search (an option, not the paper's; the
+measurements are in :class:`~delayzoo.agents.delayed_ez.DelayedEZ`'s docstring).
 """
 
 
