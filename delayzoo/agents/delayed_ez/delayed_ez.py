@@ -19,6 +19,7 @@ import io
 import numbers
 import pathlib
 import time
+import warnings
 from collections import defaultdict
 from typing import Any, ClassVar, TypeVar
 
@@ -69,6 +70,7 @@ SelfDelayedEZ = TypeVar("SelfDelayedEZ", bound="DelayedEZ")
 
 REPLAY_ACTIONS = ("executed", "decided")
 FORECAST_POLICIES = ("reanalyse", "store")
+AUGMENT_SHIFT = 4  # pixels of ``augment``'s random shift: EfficientZero's, for its 96 x 96 frames
 
 
 def _check_hyperparameters(values: dict[str, Any]) -> None:
@@ -228,7 +230,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     :param reward_loss_coef: value-prefix loss weight (1)
     :param policy_loss_coef: policy loss weight (1)
     :param consistency_loss_coef: SimSiam consistency loss weight (2)
-    :param augment: random shifts (4 pixels) and intensity changes of image observations during training
+    :param augment: random shifts (``AUGMENT_SHIFT`` = 4 pixels) and intensity changes of image observations
+        during training (EfficientZero's); a warning says when the frames are too small for the shift
     :param visit_temperature: actions are sampled from ``visits^(1/T)`` while training; ``None`` follows
         EfficientZero (T = 1, then 0.5 after half of training, 0.25 after three quarters)
     :param reanalysis_chunk: roots per reanalysis search; ``None``: all roots of a round in one search on
@@ -508,10 +511,25 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             **self.policy_kwargs,
         )
         self.policy = self.policy.to(self.device)
+        self._warn_if_augment_distorts()
         self._grad_scaler = grad_scaler(self.device, self.policy.mixed_precision)
         self.replay_buffer = PrioritizedGameBuffer(self.buffer_size, self.priority_alpha, frame_stack=self.frame_stack)
         self._rng = np.random.default_rng(self.seed)
         self._writers = None
+
+    def _warn_if_augment_distorts(self) -> None:
+        """Warn when ``augment``'s shift is a large part of the frame (it is sized for 96 x 96 Atari frames)."""
+        network = self.policy.network
+        if not (self.augment and network.image):
+            return
+        side = min(network.observation_shape[1:])
+        if side < 10 * AUGMENT_SHIFT:
+            warnings.warn(
+                f"augment=True shifts the {side}-pixel frames by up to {AUGMENT_SHIFT} pixels (EfficientZero's "
+                f"shift, for 96-pixel frames), with the borders replicated; on MinAtar's 10 x 10 frames that kept "
+                "DelayedEZ at random play: pass augment=False for small frames",
+                stacklevel=3,
+            )
 
     def set_random_seed(self, seed: int | None = None) -> None:
         """Seed python, numpy, torch, the envs, the replay sampling and the search (noise and tie-breaks)."""
@@ -924,8 +942,10 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             stacks = batch_stacks(batch, batch.policy_offset, self.frame_stack, self.device)
             obs, target_obs = stacks[:, 0], stacks[:, 1:]
             if self.augment and network.image:
-                obs = random_intensity(random_shift(obs, 4))
-                target_obs = random_intensity(random_shift(target_obs.flatten(0, 1), 4)).view(target_obs.shape)
+                obs = random_intensity(random_shift(obs, AUGMENT_SHIFT))
+                target_obs = random_intensity(random_shift(target_obs.flatten(0, 1), AUGMENT_SHIFT)).view(
+                    target_obs.shape
+                )
             device = self.device
             masks = {
                 "value": torch.as_tensor(batch.value_mask, device=device),

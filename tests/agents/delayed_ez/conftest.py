@@ -21,15 +21,16 @@ TINY_CONV = dict(
 
 
 class ToyImageEnv(gym.Env):
-    """12x12 RGB frames (channel-last uint8); the reward is 1 when the action matches the frame's colour index."""
+    """``size`` x ``size`` RGB frames (channel-last uint8, 12 px by default); the reward is 1 when the action matches
+    the frame's colour index."""
 
-    def __init__(self, episode_length: int = 12) -> None:
-        self.observation_space = spaces.Box(0, 255, (12, 12, 3), dtype=np.uint8)
+    def __init__(self, episode_length: int = 12, size: int = 12) -> None:
+        self.observation_space = spaces.Box(0, 255, (size, size, 3), dtype=np.uint8)
         self.action_space = spaces.Discrete(3)
         self.episode_length = episode_length
 
     def _frame(self) -> np.ndarray:
-        frame = np.zeros((12, 12, 3), dtype=np.uint8)
+        frame = np.zeros(self.observation_space.shape, dtype=np.uint8)
         frame[..., self._colour] = 200
         return frame
 

@@ -298,6 +298,15 @@ def test_policy_must_match_the_observations(tiny_mlp, toy):
         _agent("MlpPolicy", _delayed(toy("vector"), 2), tiny_mlp)
 
 
+@pytest.mark.parametrize("size, augment, warns", [(12, True, True), (12, False, False), (48, True, False)])
+def test_augment_warns_when_its_shift_is_large_for_the_frames(size, augment, warns, tiny_conv, toy, recwarn):
+    _agent("CnnPolicy", toy("image", size=size), tiny_conv, augment=augment)
+    messages = [str(w.message) for w in recwarn if "augment=True" in str(w.message)]
+    assert len(messages) == int(warns)
+    if warns:
+        assert "12-pixel frames by up to 4 pixels" in messages[0] and "augment=False" in messages[0]
+
+
 def test_random_shift_moves_images_within_the_padding():
     images = torch.zeros(64, 1, 8, 8)
     images[:, :, 4, 4] = 1.0
