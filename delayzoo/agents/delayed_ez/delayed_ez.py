@@ -526,7 +526,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         if side < 10 * AUGMENT_SHIFT:
             warnings.warn(
                 f"augment=True shifts the {side}-pixel frames by up to {AUGMENT_SHIFT} pixels (EfficientZero's "
-                f"shift, for 96-pixel frames), with the borders replicated; on MinAtar's 10 x 10 frames that kept "
+                "shift, for 96-pixel frames), with the borders replicated; on MinAtar's 10 x 10 frames that kept "
                 "DelayedEZ at random play: pass augment=False for small frames",
                 stacklevel=3,
             )
