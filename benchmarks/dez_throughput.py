@@ -1,7 +1,8 @@
-"""DelayedEZ training throughput on the zoo's CartPole-v1 settings, and where the time goes.
+"""DelayedEZ training throughput on the zoo's CartPole-v1 (or MinAtar) settings, and where the time goes.
 
 Runs the ``CartPole-v1`` entry of ``hyperparams/delayed_ez.yml`` (8 envs, 16 simulations, 2 updates per
-vector step) on the delayed preset (random-walk delay, max 5, p = 0.2, pending view), one torch thread.
+vector step; ``--env MinAtar/Breakout-v1``: that entry, float 10x10 frames through the small conv net, the
+extra ``delayzoo[minatar]``) on the delayed preset (random-walk delay, max 5, p = 0.2, pending view), one torch thread.
 After ``learning_starts`` steps (not timed) it times ``--steps`` more env steps and prints env steps per
 second of process CPU time and of wall time, the learner's busy fraction (wall time inside ``train``), and
 the main thread's CPU time per vector step split into
@@ -40,10 +41,45 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PARTS = ("acting", "reanalysis", "targets", "update")
+
+
+ENVS = ("CartPole-v1", "MinAtar/Breakout-v1")
+"""The entries of ``hyperparams/delayed_ez.yml`` this benchmark runs."""
+
+
+def _setting(env_id: str, no_updates: bool = False) -> tuple[dict, int, Callable[[], Any]]:
+    """``env_id``'s zoo entry as ``DelayedEZ`` keywords, its number of envs, and a maker of one delayed env
+    (random-walk delay, max 5, p = 0.2, pending view)."""
+    import gymnasium as gym
+    import torch
+    import yaml
+
+    from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+
+    entry = dict(yaml.safe_load((REPO / "delayzoo" / "hyperparams" / "delayed_ez.yml").read_text())[env_id])
+    for key in ("n_timesteps", "policy", "prefetch"):  # --prefetch replaces the entry's own setting
+        entry.pop(key, None)
+    n_envs = entry.pop("n_envs")
+    entry["policy_kwargs"] = eval(entry["policy_kwargs"], {"th": torch, "dict": dict})  # the zoo's own syntax
+    if no_updates:
+        entry["gradient_steps"] = 0
+
+    def make() -> gym.Env:
+        if env_id.startswith("MinAtar/"):
+            from delayzoo.wrappers import make_minatar
+
+            base = make_minatar(env_id)
+        else:
+            base = gym.make(env_id)
+        return PendingActionsObservation(ExecutionDelay(base, RandomWalkDelay(5, p=0.2)))
+
+    return entry, n_envs, make
 
 
 def _clock_train(model) -> list[float]:
@@ -62,25 +98,14 @@ def _clock_train(model) -> list[float]:
     return in_train
 
 
-def _child(steps: int, seed: int, prefetch: str, device: str) -> dict[str, float]:
-    import gymnasium as gym
+def _child(steps: int, seed: int, prefetch: str, device: str, env_id: str) -> dict[str, float]:
     import torch
-    import yaml
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from delayzoo import DelayedEZ
-    from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
     torch.set_num_threads(1)
-    entry = dict(yaml.safe_load((REPO / "delayzoo" / "hyperparams" / "delayed_ez.yml").read_text())["CartPole-v1"])
-    for key in ("n_timesteps", "policy", "prefetch"):  # --prefetch replaces the entry's own setting
-        entry.pop(key, None)
-    n_envs = entry.pop("n_envs")
-    entry["policy_kwargs"] = eval(entry["policy_kwargs"], {"th": torch, "dict": dict})  # the zoo's own syntax
-
-    def make() -> gym.Env:
-        return PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(5, p=0.2)))
-
+    entry, n_envs, make = _setting(env_id)
     env = DummyVecEnv([make for _ in range(n_envs)])
     mode = {"thread": True, "off": False}.get(prefetch, prefetch)
     model = DelayedEZ("MultiInputPolicy", env, seed=seed, device=device, prefetch=mode, **entry)
@@ -151,31 +176,23 @@ class _SleepingStep:
 
 
 def _actor_child(steps: int, seed: int, args: argparse.Namespace) -> dict[str, float]:
-    """The CartPole entry on Ray actors (``--self-play-actors``, ``--reanalysis-actors``), steady state only:
+    """The ``--env`` entry on Ray actors (``--self-play-actors``, ``--reanalysis-actors``), steady state only:
     timed from the first step past ``learning_starts`` to the end, Ray and the actors already up."""
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before Ray is imported: Ray on 127.0.0.1
     import gymnasium as gym
     import ray
     import torch
-    import yaml
     from stable_baselines3.common.callbacks import BaseCallback
 
     from delayzoo import DelayedEZ
-    from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
     torch.set_num_threads(1)
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-    entry = dict(yaml.safe_load((REPO / "delayzoo" / "hyperparams" / "delayed_ez.yml").read_text())["CartPole-v1"])
-    for key in ("n_timesteps", "policy", "prefetch"):
-        entry.pop(key, None)
-    n_envs = entry.pop("n_envs")
-    entry["policy_kwargs"] = eval(entry["policy_kwargs"], {"th": torch, "dict": dict})  # the zoo's own syntax
-    if args.no_updates:
-        entry["gradient_steps"] = 0
+    entry, n_envs, make_delayed = _setting(args.env, args.no_updates)
     sleeping = _SleepingStep(args.sleep_ms / 1000)
 
     def make() -> gym.Env:
-        env = PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(5, p=0.2)))
+        env = make_delayed()
         return sleeping(env) if args.sleep_ms else env
 
     envs_per_actor = args.envs_per_actor or max(n_envs // max(args.self_play_actors, 1), 1)
@@ -217,8 +234,9 @@ def _main_actors(args: argparse.Namespace) -> None:
     if args.child:
         print(json.dumps(_actor_child(args.steps, args.seed, args)))
         return
-    flags = ["--self-play-actors", str(args.self_play_actors), "--reanalysis-actors", str(args.reanalysis_actors),
-             "--envs-per-actor", str(args.envs_per_actor), "--sleep-ms", str(args.sleep_ms)]
+    flags = ["--env", args.env, "--self-play-actors", str(args.self_play_actors),
+             "--reanalysis-actors", str(args.reanalysis_actors), "--envs-per-actor", str(args.envs_per_actor),
+             "--sleep-ms", str(args.sleep_ms)]
     flags += ["--no-updates"] if args.no_updates else []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     runs = []
@@ -231,16 +249,17 @@ def _main_actors(args: argparse.Namespace) -> None:
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(f"# run {repeat}: {runs[-1]}", flush=True)
     load = os.getloadavg()
-    print(f"CartPole-v1 zoo settings on Ray actors: {' '.join(flags)}, {args.steps} timed env steps, 1 torch thread "
+    print(f"{args.env} zoo settings on Ray actors: {' '.join(flags)}, {args.steps} timed env steps, 1 torch thread "
           f"per process, medians of {args.repeats} runs; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     for key in runs[0]:
         print(f"{key:22}{statistics.median(r[key] for r in runs):12.3f}")
 
 
-def _run(code: Path, steps: int, seed: int, prefetch: str, device: str) -> dict[str, float]:
+def _run(code: Path, steps: int, seed: int, prefetch: str, device: str, env_id: str) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     command = [sys.executable, str(Path(__file__).resolve()), "--child", "--steps", str(steps), "--seed", str(seed)]
-    command += ["--device", device] if device != "cpu" else []  # older copies (--before) lack the flag
+    command += ["--device", device] if device != "cpu" else []
+    command += ["--env", env_id] if env_id != ENVS[0] else []
     command += {"thread": [], "off": ["--no-prefetch"]}.get(prefetch, ["--prefetch", prefetch])
     out = subprocess.run(command, env=env, capture_output=True, text=True, cwd=code)
     if out.returncode:
@@ -250,6 +269,7 @@ def _run(code: Path, steps: int, seed: int, prefetch: str, device: str) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", choices=ENVS, default=ENVS[0], help="the delayed_ez.yml entry to run")
     parser.add_argument("--steps", type=int, default=800, help="timed env steps (over all envs)")
     parser.add_argument("--repeats", type=int, default=3, help="runs per code version (medians are printed)")
     parser.add_argument("--seed", type=int, default=0)
@@ -273,17 +293,17 @@ def main() -> None:
         args.prefetch = "off"
     args.before_prefetch = args.before_prefetch or args.prefetch
     if args.child:
-        print(json.dumps(_child(args.steps, args.seed, args.prefetch, args.device)))
+        print(json.dumps(_child(args.steps, args.seed, args.prefetch, args.device, args.env)))
         return
     versions = {"after": REPO} if args.before is None else {"before": args.before, "after": REPO}
     results: dict[str, list[dict[str, float]]] = {name: [] for name in versions}
     for repeat in range(args.repeats):
         for name, code in versions.items():
             prefetch = args.before_prefetch if name == "before" else args.prefetch
-            results[name].append(_run(code, args.steps, args.seed + repeat, prefetch, args.device))
+            results[name].append(_run(code, args.steps, args.seed + repeat, prefetch, args.device, args.env))
             print(f"# {name} run {repeat}: {results[name][-1]}", flush=True)
     load = os.getloadavg()
-    print(f"CartPole-v1 zoo settings, 8 envs, delayed preset, {args.steps} timed env steps, 1 torch thread, "
+    print(f"{args.env} zoo settings, 8 envs, delayed preset, {args.steps} timed env steps, 1 torch thread, "
           f"device {args.device}, prefetch {args.before_prefetch + ' before, ' if args.before else ''}"
           f"{args.prefetch}{' after' if args.before else ''}, "
           f"medians of {args.repeats} alternating runs; "

@@ -18,9 +18,10 @@ class ChainNet:
     Records the (parent depth, incoming LSTM state) of every recurrent call.
     """
 
-    def __init__(self, nan_at_depth: int | None = None) -> None:
+    def __init__(self, nan_at_depth: int | None = None, bad_latent: float | None = None) -> None:
         self.calls: list[tuple[int, int]] = []
         self.nan_at_depth = nan_at_depth
+        self.bad_latent = bad_latent
 
     def initial_lstm_state(self, batch: int):
         return torch.zeros(1, batch, 1), torch.zeros(1, batch, 1)
@@ -33,6 +34,9 @@ class ChainNet:
         for depth, count in zip(latent[:, 0].tolist(), h[0, :, 0].tolist()):
             self.calls.append((int(depth), int(count)))
         depth = latent + 1
+        if self.bad_latent is not None and (depth[:, 0] == 2).any():
+            depth = depth.clone()
+            depth[:, -1] = self.bad_latent  # the values stay finite: only the latent check can see it
         value = torch.zeros(latent.shape[0], 1)
         if self.nan_at_depth is not None and (depth[:, 0] == self.nan_at_depth).any():
             value[:] = float("nan")
@@ -60,6 +64,18 @@ def test_non_finite_model_output_raises():
         MCTS(1, SearchConfig(num_simulations=5)).search(
             ChainNet(), torch.zeros(1, 1), torch.full((1, 1), float("inf")), np.random.default_rng(0), False
         )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 3e38])
+def test_non_finite_or_overflowing_latents_raise(bad):
+    """Latents carry a second column that the chain's values ignore; a bad one must still stop the search."""
+    with pytest.raises(ValueError, match="non-finite or overflowing latents"):
+        MCTS(1, SearchConfig(num_simulations=5)).search(
+            ChainNet(bad_latent=bad), torch.zeros(1, 2), torch.zeros(1, 1), np.random.default_rng(0), False
+        )
+    MCTS(1, SearchConfig(num_simulations=5)).search(  # large but finite latents whose sum fits pass
+        ChainNet(bad_latent=1e30), torch.zeros(1, 2), torch.zeros(1, 1), np.random.default_rng(0), False
+    )
 
 
 class PathNet:
