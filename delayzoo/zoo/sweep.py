@@ -186,11 +186,11 @@ def grid_cells(args: argparse.Namespace) -> list[Cell]:
             if unknown:
                 listed = ", ".join(str(item) for item in sorted(known))
                 raise ZooError(f"{flag} {' '.join(map(str, unknown))}: not in {args.grid} (it has {listed})")
+        algos = {cell.algo for cell in cells if cell.agent in (args.agents or ())}  # before --delays 0 drops them
         for _, chosen, value in selectors[:3]:
             if chosen is not None:
                 cells = [cell for cell in cells if getattr(cell, value) in chosen]
         if args.agents:
-            algos = {cell.algo for cell in cells if cell.agent in args.agents}
             cells = [cell for cell in cells if cell.agent in args.agents or (cell.delay == 0 and cell.algo in algos)]
         return cells
     if args.agents:

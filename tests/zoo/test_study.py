@@ -89,6 +89,9 @@ def test_delays_and_seeds_select_a_slice_of_the_grid(tmp_path, capsys):
     assert study.main([*argv, "--delays", "10"]) == 0  # no delay 0: the algorithm's delay-0 cells stay out
     cells = [line.split(":")[0].strip() for line in capsys.readouterr().out.splitlines() if line.endswith(": new")]
     assert cells == [f"pwm-forecast_CartPole-v1_random-walk10+view_seed{seed}" for seed in range(3)]
+    assert study.main([*argv, "--delays", "0"]) == 0  # delay 0 alone: the algorithm's delay-0 cells
+    cells = [line.split(":")[0].strip() for line in capsys.readouterr().out.splitlines() if line.endswith(": new")]
+    assert cells == [f"pwm_CartPole-v1_random-walk0_seed{seed}" for seed in range(3)]
     assert study.main([*argv, "--delays", "3"]) == 2
     error = capsys.readouterr().err
     assert "--delays 3: not in" in error and "(it has 0, 2, 5, 10)" in error
