@@ -212,15 +212,28 @@ def project_cpu(cells: Sequence[Cell], plans: Sequence[tuple[str, str, list[str]
 
     A cell to train costs the median (train + eval) CPU of the finished cells of the same agent and env
     (of the same algorithm and env when no cell of that agent has finished), less what it has already
-    spent; a cell to evaluate, the median eval CPU. Cells with no finished peer are counted apart.
+    spent; a cell to evaluate, the median eval CPU. The finished cells are the selected ones planned
+    "skip" and every other cell folder under ``log_folder`` with a record and an evaluation CSV (so
+    that ``--seeds 2`` is priced from seeds 0 and 1). Cells with no finished peer are counted apart.
     """
+    selected = {cell.name for cell in cells}
+    finished = [
+        ((cell.agent, cell.algo, cell.env_id), read_cell_record(log_folder / cell.name).get("cpu_seconds") or {})
+        for cell, (action, _, _) in zip(cells, plans)
+        if action == "skip"
+    ]
+    for record_path in sorted(log_folder.glob(f"*/{CELL_RECORD}")) if log_folder.is_dir() else ():
+        if record_path.parent.name not in selected:
+            record = read_cell_record(record_path.parent)
+            spent = record.get("cpu_seconds") or {}
+            if any(record_path.parent.glob("eval_result/*/*.csv")):
+                finished.append(((record.get("label"), record.get("algo"), record.get("env")), spent))
     costs: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for cell, (action, _, _) in zip(cells, plans):
-        spent = read_cell_record(log_folder / cell.name).get("cpu_seconds") or {}
-        if action == "skip" and spent:
+    for (agent, algo, env_id), spent in finished:
+        if spent:
             pair = (float(spent.get("train", 0.0)), float(spent.get("eval", 0.0)))
-            costs.setdefault((cell.agent, cell.env_id), []).append(pair)
-            costs.setdefault((cell.algo, cell.env_id), []).append(pair)
+            costs.setdefault((agent, env_id), []).append(pair)
+            costs.setdefault((algo, env_id), []).append(pair)
     left = [(cell, action) for cell, (action, _, _) in zip(cells, plans) if action != "skip"]
     if not left:
         return f"CPU time projected for the cells left: none (all {len(cells)} done)"

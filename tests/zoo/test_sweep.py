@@ -290,6 +290,14 @@ def test_a_cells_record_adds_up_the_cpu_time_of_its_launches_and_projects_the_ce
     other = sweep.Cell("dqn", "CartPole-v1", 2, "constant", False, 0)
     line = sweep.project_cpu([done, other], plans, logs)
     assert "plus 1 cell(s) of unknown cost (nothing finished yet for dqn on CartPole-v1)" in line
+    (logs / done.name / "eval_result" / "ppo").mkdir(parents=True)
+    (logs / done.name / "eval_result" / "ppo" / "CartPole-v1_1.csv").write_text("step,episode_0\n100,9\n")
+    line = sweep.project_cpu([left], [("train", "new", [])], logs)  # the finished cell left out of the selection
+    assert line.startswith("CPU time projected for the 1 cell(s) left: 0.0 CPU-hours") and "unknown" not in line
+    (logs / "half-run").mkdir()
+    (logs / "half-run" / "cell.yml").write_text(yaml.safe_dump({**other.record(), "cpu_seconds": {"train": 9.0}}))
+    line = sweep.project_cpu([other], [("train", "new", [])], logs)  # no evaluation CSV: not a peer
+    assert "plus 1 cell(s) of unknown cost (nothing finished yet for dqn on CartPole-v1)" in line
 
 
 def test_killed_run_is_reported_failed_with_the_signal_and_its_log(tmp_path):
