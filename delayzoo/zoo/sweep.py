@@ -452,13 +452,16 @@ def _write_record(task: CellTask, cpu: dict[str, float]) -> None:
 def run_cell(task: CellTask) -> CellResult:
     """Run a cell's commands one after the other, each in its own process; stop at the first failure.
 
-    The CPU time of each command is added to the cell's record (``cpu_seconds.train``, ``.eval``).
+    The CPU time of each command is added to the cell's record (``cpu_seconds.train``, ``.eval``). A new
+    run (action ``"train"``) starts the count again: what an earlier launch spent on a run whose model
+    is lost is not the cost of the result.
     """
     start = time.monotonic()
     task.folder.mkdir(parents=True, exist_ok=True)
     marker = task.folder / _RUNNING
     marker.write_text(f"{socket.gethostname()} {os.getpid()}\n")
-    cpu = {"train": 0.0, "eval": 0.0, **(read_cell_record(task.folder).get("cpu_seconds") or {})}
+    spent = {} if task.action == "train" else read_cell_record(task.folder).get("cpu_seconds") or {}
+    cpu = {"train": 0.0, "eval": 0.0, **spent}
     _write_record(task, cpu)
     try:
         with open(task.log, "a") as log:
