@@ -227,7 +227,7 @@ def project_cpu(cells: Sequence[Cell], plans: Sequence[tuple[str, str, list[str]
             record = read_cell_record(record_path.parent)
             spent = record.get("cpu_seconds") or {}
             if any(record_path.parent.glob("eval_result/*/*.csv")):
-                finished.append(((record.get("label"), record.get("algo"), record.get("env")), spent))
+                finished.append(((str(record.get("label")), str(record.get("algo")), str(record.get("env"))), spent))
     costs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for (agent, algo, env_id), spent in finished:
         if spent:
