@@ -222,12 +222,12 @@ def project_cpu(cells: Sequence[Cell], plans: Sequence[tuple[str, str, list[str]
         for cell, (action, _, _) in zip(cells, plans)
         if action == "skip"
     ]
-    for record_path in sorted(log_folder.glob(f"*/{CELL_RECORD}")) if log_folder.is_dir() else ():
-        if record_path.parent.name not in selected:
-            record = read_cell_record(record_path.parent)
-            spent = record.get("cpu_seconds") or {}
-            if any(record_path.parent.glob("eval_result/*/*.csv")):
-                finished.append(((str(record.get("label")), str(record.get("algo")), str(record.get("env"))), spent))
+    for record_path in sorted(log_folder.glob(f"*/{CELL_RECORD}")):
+        folder = record_path.parent
+        if folder.name not in selected and any(folder.glob("eval_result/*/*.csv")):
+            record = read_cell_record(folder)
+            peer = (str(record.get("label")), str(record.get("algo")), str(record.get("env")))
+            finished.append((peer, record.get("cpu_seconds") or {}))
     costs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for (agent, algo, env_id), spent in finished:
         if spent:
