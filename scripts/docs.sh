@@ -5,6 +5,7 @@
 # (pip install -e ".[docs]"; scripts/setup.sh installs it). Arguments go to sphinx-build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-.venv/bin/python}
+# the interpreter: PYTHON when set, else the one scripts/setup.sh makes, else python3 on PATH (any other environment)
+PYTHON=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}
 "$PYTHON" -m sphinx -E -W --keep-going -n -q -b html "$@" docs docs/_build/html
 echo "docs built in docs/_build/html/index.html"

@@ -4,7 +4,8 @@
 # are deselected: pass -m slow to run them). Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-.venv/bin/python}
+# the interpreter: PYTHON when set, else the one scripts/setup.sh makes, else python3 on PATH (any other environment)
+PYTHON=${PYTHON:-$([[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}
 "$PYTHON" -m ruff check .
 "$PYTHON" -m mypy
 PYTHON="$PYTHON" bash scripts/docs.sh
