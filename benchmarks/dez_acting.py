@@ -23,6 +23,7 @@ import torch
 from gymnasium import spaces
 
 import delayzoo.ctree
+from delayzoo.agents.common.checks import device_argument
 from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.policies import MultiInputPolicy
 
@@ -55,7 +56,7 @@ def main() -> None:
     parser.add_argument("--actions", type=int, default=18)
     parser.add_argument("--max-delay", type=int, default=5)
     parser.add_argument("--decisions", type=int, default=10, help="timed batched decisions (after 2 warm-up ones)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=device_argument, default="cpu")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="end with the figures as one JSON line")
     args = parser.parse_args()

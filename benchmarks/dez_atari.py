@@ -31,6 +31,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from delayzoo import DelayedEZ
+from delayzoo.agents.common.checks import device_argument
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 from delayzoo.wrappers.atari import FrameStack
 
@@ -61,7 +62,7 @@ def make_env() -> gym.Env:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=device_argument, default="cpu")
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--envs", type=int, default=8, help="envs filling the replay (one batched search)")
     parser.add_argument("--fill", type=int, default=1600, help="env steps stored before the timed updates")

@@ -286,6 +286,13 @@ def main() -> None:
     actors.add_argument("--no-updates", action="store_true", help="gradient_steps=0: the learner is not the bound")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not args.child:  # a child may import another delayzoo copy (--before): the device is checked here
+        from delayzoo.agents.common.checks import device_argument
+
+        try:
+            device_argument(args.device)
+        except argparse.ArgumentTypeError as error:
+            parser.error(f"argument --device: {error}")
     if args.self_play_actors or args.reanalysis_actors:
         _main_actors(args)
         return

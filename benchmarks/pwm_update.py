@@ -45,6 +45,11 @@ import torch
 from delayzoo.agents.pwm import PWM
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
+try:
+    from delayzoo.agents.common.checks import device_argument
+except ImportError:  # a --baseline revision older than the check (its children get a device checked here)
+    device_argument = str
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 CARTPOLE_SIZE = dict(  # the CartPole-v1 model of delayzoo/hyperparams/pwm.yml
@@ -182,7 +187,7 @@ def main() -> None:
     parser.add_argument("--sequence-length", type=int, default=64)
     parser.add_argument("--fill", type=int, default=200, help="random steps stored before timing")
     parser.add_argument("--updates", type=int, default=3, help="timed training steps (after one untimed)")
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--device", type=device_argument, default="auto")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--mixed-precision", action="store_true", help="bfloat16 autocast (policy mixed_precision)")
     parser.add_argument("--delay", type=int, default=0, help="random-walk maximum delay, forecast mode (0: none)")

@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from delayzoo.agents.common.checks import device_argument
 from delayzoo.agents.common.scan import linear_recurrence
 
 
@@ -49,7 +50,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--state", type=int, default=128, help="key and value size of the state matrix")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", type=device_argument, default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--loop-max-length", type=int, default=64, help="skip the autograd loop above this T")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     args = parser.parse_args()

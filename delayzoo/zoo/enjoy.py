@@ -29,7 +29,7 @@ import numpy as np
 
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.errors import ZooError, check_device_flag
 from delayzoo.zoo.eval import load_for_acting, make_eval_env
 from delayzoo.zoo.runs import Run, select_run
 
@@ -158,6 +158,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         if args.n_timesteps < 1 or args.n_envs < 1:
             raise ZooError(f"-n and --n-envs must be >= 1, got -n {args.n_timesteps} --n-envs {args.n_envs}")
         load_algorithm(args.algo)
+        check_device_flag(args.device)
         import_gym_packages(args.gym_packages)
         check_env_id(args.env)
         if args.num_threads > 0:

@@ -38,7 +38,7 @@ from delayzoo.agents.common.plain_save import NotAModelFileError, PlainSaveMixin
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.checkpoints import load_normalization
 from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError, one_line
+from delayzoo.zoo.errors import ZooError, check_device_flag, one_line
 from delayzoo.zoo.exp_manager import make_ranked_env, split_frame_stack, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.sb3_files import load_sb3_model
@@ -271,6 +271,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         if args.n_episodes < 1 or args.n_envs < 1:
             raise ZooError(f"-n and --n-envs must be >= 1, got -n {args.n_episodes} --n-envs {args.n_envs}")
         load_algorithm(args.algo)
+        check_device_flag(args.device)
         import_gym_packages(args.gym_packages)
         check_env_id(args.env)
         if args.all_runs and args.output is not None:

@@ -24,12 +24,12 @@ Example::
         --pending-view -n 50000 --seed 0
 
 Bad input (unknown algorithm or env, a hyperparameter the algorithm does not take, contradictory delay
-flags, a resume file of another algorithm or env or that is not a model file, a replay buffer file that
-is cut short or does not fit, a YAML file with Python tags, class names outside the trusted packages, an
-env or wrapper that refuses its settings) prints a one-line message and exits with code 2 before
-anything is written. Values typed with ``-params`` and Python ``-conf`` files or modules are the user's
-own and are not checked (:mod:`delayzoo.zoo.trust`). SIGTERM is handled like Ctrl-C: the model and the
-replay buffer are saved.
+flags, a ``--device`` naming a CUDA device torch does not see, a resume file of another algorithm or env or
+that is not a model file, a replay buffer file that is cut short or does not fit, a YAML file with Python
+tags, class names outside the trusted packages, an env or wrapper that refuses its settings) prints a
+one-line message and exits with code 2 before anything is written. Values typed with ``-params`` and
+Python ``-conf`` files or modules are the user's own and are not checked (:mod:`delayzoo.zoo.trust`).
+SIGTERM is handled like Ctrl-C: the model and the replay buffer are saved.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from rl_zoo3.hyperparams_opt import HYPERPARAMS_SAMPLER
 from delayzoo.agents.common.ray_connect import check_address
 from delayzoo.zoo.algos import OUR_ALGOS, load_algorithm
 from delayzoo.zoo.envs import INIT_ACTIONS, PROCESSES, DelaySettings, check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError, one_line
+from delayzoo.zoo.errors import ZooError, check_device_flag, one_line
 from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
 
 __all__ = ["main", "zoo_parser"]
@@ -105,6 +105,7 @@ def _peek_parser() -> argparse.ArgumentParser:
     parser.add_argument("-i", "--trained-agent", default="")
     parser.add_argument("-optimize", "--optimize-hyperparameters", action="store_true")
     parser.add_argument("--gym-packages", type=str, nargs="+", default=[])
+    parser.add_argument("--device", default="auto")
     return parser
 
 
@@ -122,6 +123,7 @@ def _zoo_rl_zoo3(options: ZooOptions, argv: list[str], prog: str) -> Iterator[No
 
 def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
     load_algorithm(peek.algo)
+    check_device_flag(peek.device)
     import_gym_packages(peek.gym_packages)
     check_env_id(peek.env)
     flags = {field: getattr(own, name) for name, field in _DELAY_FIELDS.items() if getattr(own, name) is not None}

@@ -1,4 +1,5 @@
-"""Both agents refuse bad hyperparameters at construction and non-finite env data at the step it appears."""
+"""Both agents refuse bad hyperparameters and a CUDA device torch does not see at construction (and ``load``), and
+non-finite env data at the step it appears."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
-from delayzoo.agents.common.checks import check_number
+from delayzoo.agents.common.checks import check_device, check_number
 from delayzoo.agents.delayed_ez import DelayedEZ
 from delayzoo.agents.pwm import PWM
 from tests.agents.delayed_ez.conftest import TINY_MLP
@@ -82,6 +84,52 @@ def test_check_number_bounds():
             check_number("x", value, 0, 1)
     with pytest.raises(TypeError, match="x must be a number, got True"):
         check_number("x", True, 0, 1)
+
+
+def _cuda_devices(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
+    """torch sees ``count`` CUDA devices, whatever this machine has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+
+
+@pytest.mark.parametrize(
+    "count, device, message",
+    [
+        (0, "cuda", "device='cuda' asks for a CUDA GPU, but torch sees no CUDA device"),
+        (0, torch.device("cuda", 0), "device='cuda:0' asks for a CUDA GPU, but torch sees no CUDA device"),
+        (0, "cuda", "; choose the CPU with device='cpu'"),
+        (1, "cuda:1", "device='cuda:1' asks for a CUDA GPU, but torch sees 1 CUDA device(s), cuda:0 to cuda:0; "
+                      "choose the CPU with device='cpu'"),
+        (2, "gpu", "device='gpu' is not a torch device: use 'auto', 'cpu', 'cuda' or 'cuda:N'"),
+    ],
+)
+def test_check_device_refuses_a_cuda_device_torch_does_not_see(monkeypatch, count, device, message):
+    _cuda_devices(monkeypatch, count)
+    with pytest.raises(ValueError) as error:
+        check_device(device)
+    assert message in str(error.value)
+    for fine in ["auto", "cpu", torch.device("cpu"), *(["cuda", f"cuda:{count - 1}"] if count else [])]:
+        check_device(fine)
+
+
+@pytest.mark.parametrize("algo", sorted(AGENTS))
+def test_agents_and_load_refuse_a_cuda_device_torch_does_not_see_and_auto_stays_silent(algo, monkeypatch, tmp_path):
+    agent, fast = AGENTS[algo]
+    agent("MlpPolicy", "CartPole-v1", **fast).save(tmp_path / "model")
+    _cuda_devices(monkeypatch, 1)
+    for device in ["cuda:1", "cuda:7"]:
+        with pytest.raises(ValueError, match=f"device='{device}' asks for a CUDA GPU, but torch sees 1 CUDA device"):
+            agent("MlpPolicy", "CartPole-v1", **{**fast, "device": device})
+    _cuda_devices(monkeypatch, 0)
+    message = "device='cuda' asks for a CUDA GPU, but torch sees no CUDA device"
+    with pytest.raises(ValueError, match=message):
+        agent("MlpPolicy", "CartPole-v1", **{**fast, "device": "cuda"})
+    with pytest.raises(ValueError, match=message):
+        agent.load(tmp_path / "model", device="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert agent.load(tmp_path / "model", device="auto").device.type == "cpu"
+        assert agent("MlpPolicy", "CartPole-v1", **{**fast, "device": "auto"}).device.type == "cpu"
 
 
 @pytest.mark.parametrize("algo", sorted(AGENTS))

@@ -1,12 +1,15 @@
-"""Bad input to the train command line: a clear message, exit code 2, nothing written in the log folder."""
+"""Bad input to the train command line (and a CUDA ``--device`` without CUDA to eval and enjoy): a clear message,
+exit code 2, nothing written in the log folder."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+import torch
 
 from delayzoo import PWM
-from delayzoo.zoo import train
+from delayzoo.zoo import enjoy, train
+from delayzoo.zoo import eval as evaluate
 from tests.zoo.helpers import files_under
 
 BOUNDED = ["-n", "64", "--eval-freq", "-1", "--num-threads", "1"]
@@ -82,3 +85,22 @@ def test_resume_file_of_our_agent_without_its_run_folder_names_the_agent(tmp_pat
     assert train.main([*argv, "-f", str(logs), *BOUNDED]) == 2
     assert "was saved by PWM; this run is --algo delayed_ez" in capsys.readouterr().err
     assert files_under(logs) == []
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    """torch sees no CUDA device, whatever this machine has."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "sac", "pwm", "delayed_ez"])
+@pytest.mark.parametrize("command", [train, evaluate, enjoy], ids=["train", "eval", "enjoy"])
+def test_device_cuda_without_cuda_exits_2_saying_how_to_choose_the_cpu(command, algo, no_cuda, tmp_path, capsys):
+    env = "Pendulum-v1" if algo == "sac" else "CartPole-v1"
+    argv = ["--algo", algo, "--env", env, "--device", "cuda", "-f", str(tmp_path / "logs")]
+    assert command.main([*argv, *(BOUNDED if command is train else [])]) == 2
+    error = capsys.readouterr().err
+    assert "error: --device cuda asks for a CUDA GPU, but torch sees no CUDA device" in error
+    assert error.strip().endswith("choose the CPU with --device cpu") and len(error.strip().splitlines()) == 1
+    assert files_under(tmp_path / "logs") == []

@@ -4,11 +4,14 @@ A bad hyperparameter is refused in the constructor with a ``ValueError`` (``Type
 of the wrong type) that names it, the value and the valid range, instead of training silently or
 failing deep inside torch. A non-finite reward or observation is refused when the env returns it,
 before the replay buffer (and so any update) sees it, and a non-finite observation given to ``predict``
-is refused before the network sees it (it would otherwise look like a diverged network).
+is refused before the network sees it (it would otherwise look like a diverged network). A CUDA device
+torch cannot use is refused where it is chosen (agents, ``load``, the zoo's and the benchmarks' ``--device``),
+where SB3 would train on the CPU without a word.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
 import warnings
@@ -16,14 +19,17 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 
 __all__ = [
+    "check_device",
     "check_finite_observation",
     "check_finite_step",
     "check_gradient_steps",
     "check_learning_rate",
     "check_number",
     "check_train_freq",
+    "device_argument",
     "warn_if_no_update",
 ]
 
@@ -102,6 +108,44 @@ def warn_if_no_update(learning_starts: int, total_timesteps: int) -> None:
             UserWarning,
             stacklevel=3,
         )
+
+
+def check_device(device: torch.device | str, name: str = "device") -> None:
+    """Refuse a CUDA device that torch cannot use (SB3 would fall back to the CPU silently); ``"auto"`` passes.
+
+    :param device: the device asked for: ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``, a ``torch.device``...
+    :param name: where it was given, for the message: a keyword (``"device"``) or a flag (``"--device"``)
+    :raise ValueError: for a string that is not a device, for ``cuda`` without a CUDA device, and for
+        ``cuda:N`` beyond the devices torch sees; the message says how to choose the CPU
+    """
+    if isinstance(device, str) and device == "auto":
+        return
+    flag, shown = name.startswith("-"), device if isinstance(device, str) else str(device)
+    given = f"{name} {shown}" if flag else f"{name}={shown!r}"
+    cpu = f"{name} cpu" if flag else f"{name}='cpu'"
+    try:
+        cuda = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"{given} is not a torch device: use 'auto', 'cpu', 'cuda' or 'cuda:N'") from None
+    if cuda.type != "cuda":
+        return
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count > (cuda.index or 0):
+        return
+    if count == 0:
+        seen = "no CUDA device" + (" (this torch is a CPU-only build)" if torch.version.cuda is None else "")
+    else:
+        seen = f"{count} CUDA device(s), cuda:0 to cuda:{count - 1}"
+    raise ValueError(f"{given} asks for a CUDA GPU, but torch sees {seen}; choose the CPU with {cpu}")
+
+
+def device_argument(value: str) -> str:
+    """``argparse`` type of a ``--device`` flag: the value, refused as :func:`check_device` refuses it."""
+    try:
+        check_device(value, "--device")
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
 
 
 def _nonfinite_envs(array: Any, n_envs: int) -> np.ndarray:

@@ -32,6 +32,8 @@ from stable_baselines3.common.save_util import load_from_zip_file, open_path, sa
 from stable_baselines3.common.type_aliases import GymEnv, TrainFreq
 from stable_baselines3.common.utils import check_for_correct_spaces, get_device
 
+from delayzoo.agents.common.checks import check_device
+
 _PICKLE_MARK = ":serialized:"
 _NOT_SAVED = ("self", "policy", "env", "device", "policy_kwargs", "_init_setup_model")
 _DATA_KEYS = {"format", "policy", "init", "policy_kwargs", "observation_space", "action_space", "counters"}
@@ -202,7 +204,8 @@ class PlainSaveMixin(BaseAlgorithm):
     ``init`` holds every constructor keyword but ``policy``, ``env``, ``device``, ``policy_kwargs`` and
     ``_init_setup_model``, read from the attribute of that name (or with a leading underscore) and
     encoded by :meth:`_init_to_json`; an ``optimizer_class`` in ``policy_kwargs`` is stored by its
-    name in :mod:`torch.optim`.
+    name in :mod:`torch.optim`. The constructor and ``load`` refuse a CUDA ``device`` that torch does not see
+    (:func:`~delayzoo.agents.common.checks.check_device`), where SB3 would fall back to the CPU.
     """
 
     saved_counters: ClassVar[tuple[str, ...]] = ("num_timesteps", "_n_updates", "_episode_num", "n_envs")
@@ -213,6 +216,7 @@ class PlainSaveMixin(BaseAlgorithm):
     not saved, so a loaded model runs with their defaults unless they are passed to ``load`` again."""
 
     def __init__(self, policy: str | type[BasePolicy], *args: Any, **kwargs: Any) -> None:
+        check_device(kwargs.get("device", "auto"))
         self._policy_alias = policy if isinstance(policy, str) else None
         super().__init__(policy, *args, **kwargs)
 
@@ -301,7 +305,7 @@ class PlainSaveMixin(BaseAlgorithm):
 
         :param path: file path or readable binary file
         :param env: env to continue training on (its spaces must match the saved ones)
-        :param device: "auto", "cpu" or "cuda"
+        :param device: "auto", "cpu", "cuda" or "cuda:N" (a CUDA device torch does not see is a ``ValueError``)
         :param custom_objects: replacements of saved constructor keywords (e.g. ``learning_rate``),
             ``policy_kwargs`` (e.g. a custom optimizer) or ``policy_class`` (needed for a policy that
             is not one of the aliases); other keys (e.g. ``lr_schedule``) are ignored
@@ -309,6 +313,7 @@ class PlainSaveMixin(BaseAlgorithm):
         :param force_reset: accepted for SB3 compatibility; the env is always reset before learning
         :param kwargs: attributes to change on the loaded model (e.g. ``seed``, ``learning_starts``)
         """
+        check_device(device)
         device = get_device(device)
         data, params, _ = load_plain_zip(path, device, print_system_info)
         try:

@@ -182,7 +182,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     :param tensorboard_log: tensorboard log folder (None: no tensorboard).
     :param verbose: 0 silent, 1 training info, 2 debug.
     :param seed: random seed.
-    :param device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``...
+    :param device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``... (a CUDA device torch does not see
+        is a ``ValueError``)
     :param _init_setup_model: build the networks now (``load`` builds them later).
 
     Every numeric hyperparameter is range-checked here (``ValueError`` naming the value and the range);
