@@ -1,20 +1,25 @@
 """Batched MCTS tree for EfficientZero-style search (DelayedEZ).
 
-``Roots``, ``MinMaxStatsList``, ``SearchResults``, ``batch_traverse`` and ``batch_backpropagate``
-come from the compiled extension :mod:`delayzoo.ctree._ctree` when it is built (``pip install .``),
-otherwise from its pure-Python twin :mod:`delayzoo.ctree.ptree`, with a ``RuntimeWarning``.
-``HAS_CTREE`` says which one is in use. The semantics are documented in :mod:`delayzoo.ctree.ptree`.
+``Roots``, ``MinMaxStatsList``, ``SearchResults``, ``batch_traverse`` (pUCT), ``batch_traverse_gumbel``,
+``gumbel_outputs``, ``halving_schedule`` and ``batch_backpropagate`` come from the compiled extension
+:mod:`delayzoo.ctree._ctree` when it is built (``pip install .``), otherwise from its pure-Python twin
+:mod:`delayzoo.ctree.ptree`, with a ``RuntimeWarning``. ``HAS_CTREE`` says which one is in use. The semantics
+are documented in :mod:`delayzoo.ctree.ptree`.
 """
 
 import warnings
 
 try:
     from delayzoo.ctree._ctree import (
+        Q_NORMALIZATIONS,
         MinMaxStatsList,
         Roots,
         SearchResults,
         batch_backpropagate,
         batch_traverse,
+        batch_traverse_gumbel,
+        gumbel_outputs,
+        halving_schedule,
     )
 
     HAS_CTREE = True
@@ -26,13 +31,28 @@ except ImportError:
         stacklevel=2,
     )
     from delayzoo.ctree.ptree import (  # type: ignore[assignment]
+        Q_NORMALIZATIONS,
         MinMaxStatsList,
         Roots,
         SearchResults,
         batch_backpropagate,
         batch_traverse,
+        batch_traverse_gumbel,
+        gumbel_outputs,
+        halving_schedule,
     )
 
     HAS_CTREE = False
 
-__all__ = ["HAS_CTREE", "MinMaxStatsList", "Roots", "SearchResults", "batch_backpropagate", "batch_traverse"]
+__all__ = [
+    "HAS_CTREE",
+    "MinMaxStatsList",
+    "Q_NORMALIZATIONS",
+    "Roots",
+    "SearchResults",
+    "batch_backpropagate",
+    "batch_traverse",
+    "batch_traverse_gumbel",
+    "gumbel_outputs",
+    "halving_schedule",
+]

@@ -17,7 +17,8 @@ cdef extern from "tree.hpp" namespace "delayzoo::ctree" nogil:
     cdef cppclass CRoots "delayzoo::ctree::Roots":
         CRoots(int num_roots, int num_actions, int max_nodes, uint64_t seed) except +
         void prepare(const double* value_prefix, const double* logits, const double* noise,
-                     double noise_fraction, const uint8_t* legal) except +
+                     double noise_fraction, const uint8_t* legal, const double* values,
+                     const double* gumbel, int num_considered) except +
         void distributions(int64_t* out)
         void values(double* out)
         int num_roots()
@@ -26,12 +27,13 @@ cdef extern from "tree.hpp" namespace "delayzoo::ctree" nogil:
         int num_nodes()
 
     cdef cppclass CMinMaxStatsList "delayzoo::ctree::MinMaxStatsList":
-        CMinMaxStatsList(int num_roots, double value_delta_max) except +
+        CMinMaxStatsList(int num_roots, double value_delta_max, bint per_node) except +
         void reset()
         double minimum(int b)
         double maximum(int b)
         int num_roots_
         double value_delta_max_
+        bint per_node_
 
     cdef cppclass CSearchResults "delayzoo::ctree::SearchResults":
         CSearchResults(int num_roots) except +
@@ -42,6 +44,18 @@ cdef extern from "tree.hpp" namespace "delayzoo::ctree" nogil:
         CRoots& roots, double c_init, double c_base, double discount,
         CMinMaxStatsList& minmax, CSearchResults& results, int64_t* parent_index,
         int64_t* batch_index, int64_t* last_action) except +
+
+    void c_batch_traverse_gumbel "delayzoo::ctree::batch_traverse_gumbel"(
+        CRoots& roots, double c_visit, double c_scale, double discount,
+        CMinMaxStatsList& minmax, CSearchResults& results, int64_t* parent_index,
+        int64_t* batch_index, int64_t* last_action) except +
+
+    void c_gumbel_outputs "delayzoo::ctree::gumbel_outputs"(
+        CRoots& roots, double c_visit, double c_scale, double discount,
+        CMinMaxStatsList& minmax, int64_t* actions, double* policy) except +
+
+    void c_halving_schedule "delayzoo::ctree::halving_schedule"(
+        int num_considered, int num_simulations, int* out) except +
 
     void c_batch_backpropagate "delayzoo::ctree::batch_backpropagate"(
         CRoots& roots, int64_t new_index, double discount, const double* value_prefix,
@@ -115,6 +129,31 @@ cdef int _count(object x, str name, int minimum) except -1:
     return int(x)
 
 
+Q_NORMALIZATIONS = ("tree", "parent_siblings")
+
+
+cdef bint _per_node(object q_normalization) except -1:
+    if q_normalization not in Q_NORMALIZATIONS:
+        raise ValueError(f"q_normalization must be one of {Q_NORMALIZATIONS}, got {q_normalization!r}")
+    return q_normalization == Q_NORMALIZATIONS[1]
+
+
+def halving_schedule(num_considered, num_simulations):
+    """The visit count an action must have to be chosen at each root simulation of sequential halving.
+
+    Sequential halving over ``num_considered`` actions (Gumbel MuZero): every considered action is
+    visited equally, then the better half of them, and so on, spending exactly ``num_simulations``.
+
+    :return: int64 ``(num_simulations,)``
+    """
+    cdef int m = _count(num_considered, "num_considered", 1)
+    cdef int n = _count(num_simulations, "num_simulations", 0)
+    cdef cnp.ndarray out = np.zeros(n, dtype=np.intc)
+    if n:
+        c_halving_schedule(m, n, <int*>cnp.PyArray_DATA(out))
+    return out.astype(np.int64)
+
+
 cdef class Roots:
     """B search trees with A actions, each a preallocated pool of ``max_nodes`` nodes.
 
@@ -156,7 +195,8 @@ cdef class Roots:
         """Expanded nodes per root in the current search (0 before :meth:`prepare`)."""
         return self.c.num_nodes()
 
-    def prepare(self, value_prefix, policy_logits, noise=None, noise_fraction=0.25, legal_mask=None):
+    def prepare(self, value_prefix, policy_logits, noise=None, noise_fraction=0.25, legal_mask=None,
+                values=None, gumbel=None, num_considered=16):
         """Start a new search: expand every root.
 
         :param value_prefix: (B,) value prefix of the roots (usually 0)
@@ -164,24 +204,39 @@ cdef class Roots:
         :param noise: (B, A) exploration noise (e.g. Dirichlet samples) or None
         :param noise_fraction: weight f of the noise: prior = (1 - f) * prior + f * noise
         :param legal_mask: (B, A) bool legal actions of the roots, or None for all legal
+        :param values: (B,) the network's values of the roots (the Gumbel search's mixed value and the
+            per-node normalisation), or None for zeros
+        :param gumbel: (B, A) Gumbel noise (scaled; zeros for none): the roots are then searched by
+            :func:`batch_traverse_gumbel`; None: by :func:`batch_traverse` (pUCT)
+        :param num_considered: actions sampled without replacement at each Gumbel root (capped by its
+            legal actions)
         """
         cdef int B = self.c.num_roots(), A = self.c.num_actions()
         cdef cnp.ndarray vp = _vector(value_prefix, B, "value_prefix")
         cdef cnp.ndarray logits = _matrix(policy_logits, B, A, "policy_logits")
-        cdef cnp.ndarray eta, legal
+        cdef cnp.ndarray eta, legal, raw, gum
         cdef const double* eta_ptr = NULL
         cdef const uint8_t* legal_ptr = NULL
+        cdef const double* raw_ptr = NULL
+        cdef const double* gum_ptr = NULL
         cdef double f = float(noise_fraction)
+        cdef int m = _count(num_considered, "num_considered", 1)
         if noise is not None:
             eta = _matrix(noise, B, A, "noise")
             eta_ptr = _doubles(eta)
         if legal_mask is not None:
             legal = _flags(legal_mask, (B, A), "legal_mask")
             legal_ptr = _bytes(legal)
+        if values is not None:
+            raw = _vector(values, B, "values")
+            raw_ptr = _doubles(raw)
+        if gumbel is not None:
+            gum = _matrix(gumbel, B, A, "gumbel")
+            gum_ptr = _doubles(gum)
         cdef const double* vp_ptr = _doubles(vp)
         cdef const double* logits_ptr = _doubles(logits)
         with nogil:
-            self.c.prepare(vp_ptr, logits_ptr, eta_ptr, f, legal_ptr)
+            self.c.prepare(vp_ptr, logits_ptr, eta_ptr, f, legal_ptr, raw_ptr, gum_ptr, m)
 
     def distributions(self) -> np.ndarray:
         """Visit counts of the root children, int64 (B, A)."""
@@ -207,13 +262,16 @@ cdef class MinMaxStatsList:
 
     :param num_roots: number of roots B
     :param value_delta_max: floor of the max - min range used for normalisation
+    :param q_normalization: ``"tree"``: by the min-max of the Q values of the whole tree;
+        ``"parent_siblings"``: each node by the min-max of its visited children's Q and its own value
+        (no statistics are kept)
     """
 
     cdef CMinMaxStatsList* c
 
-    def __cinit__(self, num_roots, value_delta_max=0.01):
+    def __cinit__(self, num_roots, value_delta_max=0.01, q_normalization="tree"):
         cdef int b = _count(num_roots, "num_roots", 1)
-        self.c = new CMinMaxStatsList(b, float(value_delta_max))
+        self.c = new CMinMaxStatsList(b, float(value_delta_max), _per_node(q_normalization))
 
     def __dealloc__(self):
         del self.c
@@ -225,6 +283,10 @@ cdef class MinMaxStatsList:
     @property
     def value_delta_max(self) -> float:
         return self.c.value_delta_max_
+
+    @property
+    def q_normalization(self) -> str:
+        return Q_NORMALIZATIONS[1] if self.c.per_node_ else Q_NORMALIZATIONS[0]
 
     def reset(self) -> None:
         """Forget the statistics; the next call rebuilds them from the tree it is given."""
@@ -274,6 +336,27 @@ cdef class SearchResults:
         return out
 
 
+cdef tuple _descend(Roots roots, bint gumbel, double c1, double c2, double discount,
+                    MinMaxStatsList minmax, SearchResults results):
+    """Both traversals: (c1, c2) are (c_init, c_base) for pUCT, (c_visit, c_scale) for Gumbel."""
+    cdef int B = roots.c.num_roots()
+    cdef cnp.ndarray parent = _empty(B, cnp.NPY_INT64)
+    cdef cnp.ndarray batch = _empty(B, cnp.NPY_INT64)
+    cdef cnp.ndarray action = _empty(B, cnp.NPY_INT64)
+    cdef int64_t* parent_ptr = <int64_t*>cnp.PyArray_DATA(parent)
+    cdef int64_t* batch_ptr = <int64_t*>cnp.PyArray_DATA(batch)
+    cdef int64_t* action_ptr = <int64_t*>cnp.PyArray_DATA(action)
+    with nogil:
+        if gumbel:
+            c_batch_traverse_gumbel(roots.c[0], c1, c2, discount, minmax.c[0], results.c[0],
+                                    parent_ptr, batch_ptr, action_ptr)
+        else:
+            c_batch_traverse(roots.c[0], c1, c2, discount, minmax.c[0], results.c[0],
+                             parent_ptr, batch_ptr, action_ptr)
+    results.roots = roots
+    return parent, batch, action
+
+
 def batch_traverse(Roots roots not None, double c_init, double c_base, double discount,
                    MinMaxStatsList minmax not None, SearchResults results not None):
     """Descend every tree by pUCT to an unexpanded child.
@@ -287,18 +370,39 @@ def batch_traverse(Roots roots not None, double c_init, double c_base, double di
     :return: (parent_index, batch_index, last_action), int64 (B,) each: the simulation index of
         the parent's latent, the root index, and the action to apply to the parent's latent
     """
-    cdef int B = roots.c.num_roots()
-    cdef cnp.ndarray parent = _empty(B, cnp.NPY_INT64)
-    cdef cnp.ndarray batch = _empty(B, cnp.NPY_INT64)
-    cdef cnp.ndarray action = _empty(B, cnp.NPY_INT64)
-    cdef int64_t* parent_ptr = <int64_t*>cnp.PyArray_DATA(parent)
-    cdef int64_t* batch_ptr = <int64_t*>cnp.PyArray_DATA(batch)
-    cdef int64_t* action_ptr = <int64_t*>cnp.PyArray_DATA(action)
+    return _descend(roots, False, c_init, c_base, discount, minmax, results)
+
+
+def batch_traverse_gumbel(Roots roots not None, double c_visit, double c_scale, double discount,
+                          MinMaxStatsList minmax not None, SearchResults results not None):
+    """Descend every tree by Gumbel MuZero's rules to an unexpanded child.
+
+    :param roots: the trees, prepared with ``gumbel`` noise
+    :param c_visit: sigma's visit offset (50 in Gumbel MuZero)
+    :param c_scale: sigma's scale (0.1 in Gumbel MuZero)
+    :param discount: discount per tree edge
+    :param minmax: min-max statistics of this search
+    :param results: scratch space that receives the search paths
+    :return: (parent_index, batch_index, last_action), as :func:`batch_traverse`
+    """
+    return _descend(roots, True, c_visit, c_scale, discount, minmax, results)
+
+
+def gumbel_outputs(Roots roots not None, double c_visit, double c_scale, double discount,
+                   MinMaxStatsList minmax not None):
+    """The Gumbel search's selected actions and improved policies.
+
+    :return: (actions int64 (B,), improved policies float64 (B, A))
+    """
+    cdef int B = roots.c.num_roots(), A = roots.c.num_actions()
+    actions = np.empty(B, dtype=np.int64)
+    policy = np.empty((B, A), dtype=np.float64)
+    cdef int64_t[::1] actions_view = actions
+    cdef double[:, ::1] policy_view = policy
     with nogil:
-        c_batch_traverse(roots.c[0], c_init, c_base, discount, minmax.c[0], results.c[0],
-                         parent_ptr, batch_ptr, action_ptr)
-    results.roots = roots
-    return parent, batch, action
+        c_gumbel_outputs(roots.c[0], c_visit, c_scale, discount, minmax.c[0], &actions_view[0],
+                         &policy_view[0, 0])
+    return actions, policy
 
 
 def batch_backpropagate(new_index, double discount, value_prefix, value, policy_logits,

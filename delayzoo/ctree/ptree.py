@@ -4,7 +4,7 @@ It is the reference the compiled tree is tested against and the fallback when th
 not built. Both perform the same double-precision operations in the same order, so they build the
 same trees and give the same visit counts.
 
-Semantics (EfficientZero's batched search, B roots with A actions):
+Semantics (EfficientZero's batched pUCT search and Gumbel MuZero's search, B roots with A actions):
 
 - A node is expanded once, with priors ``softmax(policy_logits)`` (over the legal actions at a
   root). ``prepare`` expands the roots and mixes in the noise: ``prior = (1 - f) * prior + f * noise``.
@@ -19,17 +19,42 @@ Semantics (EfficientZero's batched search, B roots with A actions):
   An unvisited child is valued at the node's mean Q: at a root, the mean Q of its visited
   children (0 before any); elsewhere ``(q_parent + sum of visited children's Q) / (visited + 1)``
   where ``q_parent`` is the mean Q of the node above on the current path.
-- ``normalize(q) = (q - min) / max(max - min, value_delta_max)`` when ``max > min``, else ``q``;
-  min and max are taken over the Q values of all visited non-root nodes of that root's tree,
-  exactly what EfficientZero recomputes over the whole tree after every backup. Only the nodes on
-  the backed-up path change their Q, so a min/max segment tree over node slots is updated along
-  the path alone, in O(depth * log(max_nodes)).
+- ``normalize(q) = (q - min) / max(max - min, value_delta_max)`` when ``max > min``, else ``q``.
+  With ``MinMaxStatsList(q_normalization="tree")`` min and max are taken over the Q values of all
+  visited non-root nodes of that root's tree, exactly what EfficientZero recomputes over the whole
+  tree after every backup. Only the nodes on the backed-up path change their Q, so a min/max
+  segment tree over node slots is updated along the path alone, in O(depth * log(max_nodes)).
+  With ``"parent_siblings"`` (mctx's ``qtransform_by_parent_and_siblings``) each node takes the
+  min and max of its visited children's Q and its own value ``V``: ``value_sum / visits`` below
+  the root, ``(network value + value_sum) / visits`` at the root (its expansion visit counts the
+  network value ``values`` given to ``prepare``).
 - Ties: every legal action whose score is within 1e-6 of the best is a candidate; one is drawn
   uniformly by a splitmix64 generator seeded by ``Roots(seed=...)`` (``next() % count``), drawn
   only when there are two or more candidates. Roots are processed in order 0..B-1.
 - Backup from a new leaf with value ``v``: along the path from the leaf to the root, each node
   gets ``value_sum += g`` and ``visits += 1``, then ``g = reward + discount * g``.
 - ``Roots.values()`` is the mean of the values backed up into each root.
+
+Gumbel search (Danihelka et al., "Policy improvement by planning with Gumbel", ICLR 2022; the
+search of EfficientZero V2), for roots prepared with ``gumbel`` noise ``g`` (scaled; zeros for a
+deterministic search) and driven by :func:`batch_traverse_gumbel`; no Dirichlet noise:
+
+- ``sigma(q) = (c_visit + max_b N(b)) * c_scale * clamp(normalize(q), 0, 1)`` over a node's
+  children, of the *completed* Q: a visited child's Q; an unvisited child's is the mixed value
+  ``(v + N * sum_b pi_b q_b / sum_b pi_b) / (N + 1)`` over the visited children ``b`` (``v`` the
+  node's network value, ``N`` its children's visits, ``pi`` the priors floored at the smallest
+  normal double).
+- Root: sequential halving over ``m = min(num_considered, legal actions)`` actions
+  (:func:`halving_schedule`): at simulation ``k`` the chosen action is the best
+  ``g + logits + sigma(q)`` among the legal actions whose visit count is the schedule's ``k``-th
+  entry. The first ``m`` simulations so visit the top ``m`` of ``g + logits`` (Gumbel-top-k
+  sampling without replacement); each phase then keeps the better half.
+- Below the root: the best ``pi'(a) - N(a) / (1 + N)``, ``pi' = softmax(logits + sigma(q))``,
+  computed as ``prior * exp(sigma - max sigma)`` normalised.
+- :func:`gumbel_outputs`: the selected action, the best ``g + logits + sigma(q)`` among the most
+  visited legal actions (the survivors), and the improved policy ``softmax(logits + sigma(q))``
+  over the legal actions.
+- Ties everywhere follow the pUCT rule above.
 
 Differences from EfficientZero's ``ctree`` (all deliberate):
 
@@ -49,7 +74,8 @@ Differences from EfficientZero's ``ctree`` (all deliberate):
   shifts every child's score by the same amount, and we use 0.
 - Arithmetic is in double precision (EfficientZero: float32).
 
-Example::
+Example (pUCT; for the Gumbel search pass ``gumbel=`` to ``prepare``, call
+:func:`batch_traverse_gumbel` and read :func:`gumbel_outputs`)::
 
     roots = Roots(B, A, num_simulations + 1, seed=0)
     roots.prepare(np.zeros(B), logits, noise, 0.25)
@@ -64,6 +90,7 @@ Example::
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -71,6 +98,8 @@ import numpy as np
 _MASK64 = (1 << 64) - 1
 _TIE_EPSILON = 1e-6
 _INF = math.inf
+_TINY = sys.float_info.min
+Q_NORMALIZATIONS = ("tree", "parent_siblings")
 
 
 class _SplitMix64:
@@ -90,13 +119,18 @@ class _SplitMix64:
 class _Node:
     """An expanded node. ``slot`` is its index in the root's pool (0 for the root)."""
 
-    __slots__ = ("slot", "visits", "value_sum", "value_prefix", "reward", "is_reset", "latent", "prior", "children")
+    __slots__ = (
+        "slot", "visits", "value_sum", "value_prefix", "raw_value", "reward", "is_reset", "latent", "prior", "children"
+    )
 
-    def __init__(self, slot: int, value_prefix: float, reward: float, is_reset: bool, latent: int) -> None:
+    def __init__(
+        self, slot: int, value_prefix: float, reward: float, is_reset: bool, latent: int, raw_value: float = 0.0
+    ) -> None:
         self.slot = slot
         self.visits = 0
         self.value_sum = 0.0
         self.value_prefix = value_prefix
+        self.raw_value = raw_value
         self.reward = reward
         self.is_reset = is_reset
         self.latent = latent
@@ -169,6 +203,101 @@ def _clamp01(x: float) -> float:
     return x
 
 
+def _normalizer(lo: float, hi: float, value_delta_max: float):
+    """``normalize`` with the bounds ``lo``, ``hi`` (see the module's docstring)."""
+    delta = hi - lo
+    scale = value_delta_max if delta < value_delta_max else delta
+
+    def normalize(q: float) -> float:
+        return (q - lo) / scale if delta > 0.0 else q
+
+    return normalize
+
+
+def _check_gumbel_constants(c_visit: float, c_scale: float) -> None:
+    if not (c_visit >= 0.0 and math.isfinite(c_visit)):
+        raise ValueError(f"c_visit must be finite and >= 0, got {c_visit}")
+    if not (c_scale >= 0.0 and math.isfinite(c_scale)):
+        raise ValueError(f"c_scale must be finite and >= 0, got {c_scale}")
+
+
+def halving_schedule(num_considered: int, num_simulations: int) -> np.ndarray:
+    """The visit count an action must have to be chosen at each root simulation of sequential halving.
+
+    Sequential halving over ``num_considered`` actions (Gumbel MuZero): every considered action is
+    visited equally, then the better half of them, and so on, spending exactly ``num_simulations``.
+
+    :return: int64 ``(num_simulations,)``
+    """
+    m = _count(num_considered, "num_considered", 1)
+    n_sims = _count(num_simulations, "num_simulations", 0)
+    if m == 1:  # the one action takes every simulation
+        return np.arange(n_sims, dtype=np.int64)
+    rounds = 0  # ceil(log2(m)) halvings
+    while (1 << rounds) < m:
+        rounds += 1
+    visits = [0] * m
+    out: list[int] = []
+    n = m
+    while len(out) < n_sims:
+        for _ in range(max(1, n_sims // (rounds * n))):
+            out.extend(visits[:n])
+            for i in range(n):
+                visits[i] += 1
+        n = max(2, n // 2)
+    return np.array(out[:n_sims], dtype=np.int64)
+
+
+def _select(rng: _SplitMix64, scores: list[float], best: float) -> int:
+    """The tie rule: one of the actions within 1e-6 of the best score (illegal ones hold -inf)."""
+    threshold = best - _TIE_EPSILON
+    candidates = [a for a, score in enumerate(scores) if score >= threshold]
+    return candidates[0] if len(candidates) == 1 else candidates[rng.next() % len(candidates)]
+
+
+def _completed_sigma(
+    node: _Node,
+    legal: list[bool] | None,
+    node_value: float,
+    discount: float,
+    tree_normalize,
+    value_delta_max: float,
+    c_visit: float,
+    c_scale: float,
+    sigma: list[float],
+) -> None:
+    """Gumbel MuZero's sigma of the completed Q values of ``node``'s children, into ``sigma`` (legal actions)."""
+    max_visits = 0
+    total_visits = 0
+    prior_sum = weighted = 0.0
+    lo = hi = node_value
+    for a, child in enumerate(node.children):
+        if child is None or (legal is not None and not legal[a]):
+            continue
+        q = child.q_value(discount)
+        p = node.prior[a] if node.prior[a] > _TINY else _TINY
+        sigma[a] = q
+        prior_sum += p
+        weighted += p * q
+        total_visits += child.visits
+        if child.visits > max_visits:
+            max_visits = child.visits
+        if q < lo:
+            lo = q
+        if q > hi:
+            hi = q
+    if total_visits > 0:
+        mixed = (node.raw_value + float(total_visits) * (weighted / prior_sum)) / (float(total_visits) + 1.0)
+    else:
+        mixed = node.raw_value
+    normalize = tree_normalize if tree_normalize is not None else _normalizer(lo, hi, value_delta_max)
+    scale = (c_visit + max_visits) * c_scale
+    for a, child in enumerate(node.children):
+        if legal is not None and not legal[a]:
+            continue
+        sigma[a] = scale * _clamp01(normalize(mixed if child is None else sigma[a]))
+
+
 class Roots:
     """B search trees with A actions, each holding at most ``max_nodes`` expanded nodes.
 
@@ -194,6 +323,10 @@ class Roots:
         self._generation = 0
         self._trees: list[list[_Node]] = []
         self._legal: list[list[bool]] = []
+        self._gumbel: list[list[float]] | None = None
+        self._logits: list[list[float]] = []
+        self._considered: list[int] = []
+        self._schedules: dict[int, list[int]] = {}
 
     @property
     def num_nodes(self) -> int:
@@ -207,6 +340,9 @@ class Roots:
         noise: Any = None,
         noise_fraction: float = 0.25,
         legal_mask: Any = None,
+        values: Any = None,
+        gumbel: Any = None,
+        num_considered: int = 16,
     ) -> None:
         """Start a new search: expand every root.
 
@@ -215,11 +351,22 @@ class Roots:
         :param noise: (B, A) exploration noise (e.g. Dirichlet samples) or None
         :param noise_fraction: weight f of the noise: prior = (1 - f) * prior + f * noise
         :param legal_mask: (B, A) bool legal actions of the roots, or None for all legal
+        :param values: (B,) the network's values of the roots (the Gumbel search's mixed value and the
+            per-node normalisation), or None for zeros
+        :param gumbel: (B, A) Gumbel noise (scaled; zeros for none): the roots are then searched by
+            :func:`batch_traverse_gumbel`; None: by :func:`batch_traverse` (pUCT)
+        :param num_considered: actions sampled without replacement at each Gumbel root (capped by its
+            legal actions)
         """
         B, A = self.num_roots, self.num_actions
         vp = _finite_rows(value_prefix, (B,), "value_prefix").tolist()
         logits = _finite_rows(policy_logits, (B, A), "policy_logits").tolist()
         eta = None if noise is None else _finite_rows(noise, (B, A), "noise").tolist()
+        raw = [0.0] * B if values is None else _finite_rows(values, (B,), "values").tolist()
+        g = None if gumbel is None else _finite_rows(gumbel, (B, A), "gumbel").tolist()
+        m = _count(num_considered, "num_considered", 1)
+        if g is not None and eta is not None:
+            raise ValueError("the Gumbel search takes no Dirichlet noise: pass noise or gumbel, not both")
         f = float(noise_fraction)
         if not 0.0 <= f <= 1.0:
             raise ValueError(f"noise_fraction must be in [0, 1], got {noise_fraction}")
@@ -232,9 +379,12 @@ class Roots:
                 raise ValueError(f"legal_mask[{b}] has no legal action; every root needs at least one")
         self._generation += 1
         self._legal = legal
+        self._gumbel = g
+        self._logits = logits
+        self._considered = [min(sum(row), m, A) for row in legal]
         self._trees = []
         for b in range(B):
-            root = _Node(0, vp[b], 0.0, False, 0)
+            root = _Node(0, vp[b], 0.0, False, 0, raw[b])
             root.visits = 1
             root.expand(logits[b], legal[b])
             if eta is not None:
@@ -242,6 +392,16 @@ class Roots:
                     if legal[b][a]:
                         root.prior[a] = root.prior[a] * (1.0 - f) + eta[b][a] * f
             self._trees.append([root])
+
+    def _schedule(self, b: int) -> list[int]:
+        m = self._considered[b]
+        if m not in self._schedules:
+            self._schedules[m] = halving_schedule(m, self.max_nodes - 1).tolist()
+        return self._schedules[m]
+
+    def _root_value(self, b: int) -> float:
+        root = self._trees[b][0]
+        return (root.raw_value + root.value_sum) / root.visits
 
     def distributions(self) -> np.ndarray:
         """Visit counts of the root children, int64 (B, A)."""
@@ -271,14 +431,21 @@ class MinMaxStatsList:
 
     :param num_roots: number of roots B
     :param value_delta_max: floor of the max - min range used for normalisation
+    :param q_normalization: ``"tree"``: by the min-max of the Q values of the whole tree;
+        ``"parent_siblings"``: each node by the min-max of its visited children's Q and its own value
+        (no statistics are kept)
     """
 
-    def __init__(self, num_roots: int, value_delta_max: float = 0.01) -> None:
+    def __init__(self, num_roots: int, value_delta_max: float = 0.01, q_normalization: str = "tree") -> None:
         self.num_roots = _count(num_roots, "num_roots", 1)
         value_delta_max = float(value_delta_max)
         if not (value_delta_max > 0.0 and math.isfinite(value_delta_max)):
             raise ValueError(f"value_delta_max must be finite and > 0, got {value_delta_max}")
+        if q_normalization not in Q_NORMALIZATIONS:
+            raise ValueError(f"q_normalization must be one of {Q_NORMALIZATIONS}, got {q_normalization!r}")
         self.value_delta_max = value_delta_max
+        self.q_normalization = q_normalization
+        self._per_node = q_normalization == Q_NORMALIZATIONS[1]
         self._key: tuple[int, int] | None = None
         self._cap = 0
         self._lo: list[list[float]] = []
@@ -298,7 +465,7 @@ class MinMaxStatsList:
         if roots.num_roots != self.num_roots:
             raise ValueError(f"minmax has {self.num_roots} roots but the tree has {roots.num_roots}")
         key = (roots._uid, roots._generation)
-        if self._key == key:
+        if self._per_node or self._key == key:
             return
         cap = 1
         while cap < roots.max_nodes:
@@ -312,6 +479,8 @@ class MinMaxStatsList:
                 self._set(b, node.slot, node.q_value(discount))
 
     def _set(self, b: int, slot: int, q: float) -> None:
+        if self._per_node:
+            return
         lo, hi = self._lo[b], self._hi[b]
         i = self._cap + slot
         lo[i] = q
@@ -322,12 +491,9 @@ class MinMaxStatsList:
             hi[i] = hi[2 * i] if hi[2 * i] > hi[2 * i + 1] else hi[2 * i + 1]
             i >>= 1
 
-    def _normalize(self, b: int, q: float) -> float:
-        lo = self._lo[b][1]
-        delta = self._hi[b][1] - lo
-        if delta > 0.0:
-            return (q - lo) / (self.value_delta_max if delta < self.value_delta_max else delta)
-        return q
+    def _tree_normalizer(self, b: int):
+        """``normalize`` by the tree's min-max (``None`` with per-node normalisation)."""
+        return None if self._per_node else _normalizer(self._lo[b][1], self._hi[b][1], self.value_delta_max)
 
 
 class SearchResults:
@@ -347,6 +513,42 @@ class SearchResults:
     def search_lengths(self) -> np.ndarray:
         """Depth of each new leaf (edges from its root) in the last traversal, int64 (B,)."""
         return np.array([len(path) for path in self._paths] or [0] * self.num_roots, dtype=np.int64)
+
+
+def _begin_traverse(
+    roots: Roots, discount: float, minmax: MinMaxStatsList, results: SearchResults, gumbel: bool
+) -> None:
+    """The checks and set-up shared by both traversals."""
+    _check_discount(discount)
+    name = "batch_traverse_gumbel" if gumbel else "batch_traverse"
+    if not roots._trees:
+        raise ValueError(f"call Roots.prepare before {name}")
+    if (roots._gumbel is not None) != gumbel:
+        raise ValueError(
+            "the roots were prepared without gumbel noise: use batch_traverse (pUCT)"
+            if gumbel
+            else "the roots were prepared with gumbel noise: use batch_traverse_gumbel"
+        )
+    if roots.num_nodes >= roots.max_nodes:
+        raise ValueError(
+            f"the node pool is full: max_nodes={roots.max_nodes} allows {roots.max_nodes - 1} simulations; "
+            "create Roots with a larger max_nodes"
+        )
+    if results.num_roots != roots.num_roots:
+        raise ValueError(f"results has {results.num_roots} roots but the tree has {roots.num_roots}")
+    minmax._bind(roots, discount)
+
+
+def _end_traverse(
+    roots: Roots, results: SearchResults, paths: list[list[_Node]], leaf_actions: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    results._roots = roots
+    results._key = (roots._uid, roots._generation)
+    results._pending = True
+    results._paths = paths
+    results._actions = leaf_actions
+    parents = np.array([path[-1].latent for path in paths], dtype=np.int64)
+    return parents, np.arange(roots.num_roots, dtype=np.int64), np.array(leaf_actions, dtype=np.int64)
 
 
 def batch_traverse(
@@ -371,38 +573,35 @@ def batch_traverse(
         raise ValueError("c_init must be finite")
     if not (c_base > 0.0 and math.isfinite(c_base)):
         raise ValueError(f"c_base must be finite and > 0, got {c_base}")
-    _check_discount(discount)
-    if not roots._trees:
-        raise ValueError("call Roots.prepare before batch_traverse")
-    if roots.num_nodes >= roots.max_nodes:
-        raise ValueError(
-            f"the node pool is full: max_nodes={roots.max_nodes} allows {roots.max_nodes - 1} simulations; "
-            "create Roots with a larger max_nodes"
-        )
-    if results.num_roots != roots.num_roots:
-        raise ValueError(f"results has {results.num_roots} roots but the tree has {roots.num_roots}")
-    minmax._bind(roots, discount)
+    _begin_traverse(roots, discount, minmax, results, False)
     rng = roots._rng
-    B, A = roots.num_roots, roots.num_actions
-    parents = np.empty(B, dtype=np.int64)
-    actions = np.empty(B, dtype=np.int64)
+    A = roots.num_actions
+    per_node = minmax._per_node
     paths: list[list[_Node]] = []
     leaf_actions: list[int] = []
     scores = [0.0] * A
-    for b in range(B):
+    for b in range(roots.num_roots):
         node = roots._trees[b][0]
         path = [node]
         parent_q = 0.0
+        node_value = roots._root_value(b) if per_node else 0.0
         legal: list[bool] | None = roots._legal[b]
+        tree_normalize = minmax._tree_normalizer(b)
         is_root = True
         while True:
             total = 0.0
+            lo = hi = node_value
             visited = 0
             for a, child in enumerate(node.children):
                 if child is not None:
                     scores[a] = child.q_value(discount)
                     total += scores[a]
                     visited += 1
+                    if scores[a] < lo:
+                        lo = scores[a]
+                    if scores[a] > hi:
+                        hi = scores[a]
+            normalize = _normalizer(lo, hi, minmax.value_delta_max) if per_node else tree_normalize
             if is_root and visited > 0:
                 mean_q = total / visited
             else:
@@ -410,38 +609,165 @@ def batch_traverse(
             parent_q = mean_q
             n_parent = float(node.visits - 1)
             factor = (c_init + math.log((n_parent + c_base + 1.0) / c_base)) * math.sqrt(n_parent)
-            unvisited = _clamp01(minmax._normalize(b, mean_q))
+            unvisited = _clamp01(normalize(mean_q))
             best = -_INF
             for a, child in enumerate(node.children):
                 if legal is not None and not legal[a]:
+                    scores[a] = -_INF
                     continue
                 if child is None:
                     n_child, value_score = 0, unvisited
                 else:
-                    n_child, value_score = child.visits, _clamp01(minmax._normalize(b, scores[a]))
+                    n_child, value_score = child.visits, _clamp01(normalize(scores[a]))
                 scores[a] = node.prior[a] * factor / (n_child + 1.0) + value_score
                 if scores[a] > best:
                     best = scores[a]
-            threshold = best - _TIE_EPSILON
-            candidates = [a for a in range(A) if (legal is None or legal[a]) and scores[a] >= threshold]
-            action = candidates[0] if len(candidates) == 1 else candidates[rng.next() % len(candidates)]
+            action = _select(rng, scores, best)
             nxt = node.children[action]
             if nxt is None:
                 break
             node = nxt
+            if per_node:
+                node_value = node.value_sum / node.visits
             path.append(node)
             legal = None
             is_root = False
         paths.append(path)
         leaf_actions.append(action)
-        parents[b] = node.latent
-        actions[b] = action
-    results._roots = roots
-    results._key = (roots._uid, roots._generation)
-    results._pending = True
-    results._paths = paths
-    results._actions = leaf_actions
-    return parents, np.arange(B, dtype=np.int64), actions
+    return _end_traverse(roots, results, paths, leaf_actions)
+
+
+def batch_traverse_gumbel(
+    roots: Roots, c_visit: float, c_scale: float, discount: float, minmax: MinMaxStatsList, results: SearchResults
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Descend every tree by Gumbel MuZero's rules to an unexpanded child.
+
+    :param roots: the trees, prepared with ``gumbel`` noise
+    :param c_visit: sigma's visit offset (50 in Gumbel MuZero)
+    :param c_scale: sigma's scale (0.1 in Gumbel MuZero)
+    :param discount: discount per tree edge
+    :param minmax: min-max statistics of this search
+    :param results: scratch space that receives the search paths
+    :return: (parent_index, batch_index, last_action), as :func:`batch_traverse`
+    """
+    _check_type(roots, Roots, "roots")
+    _check_type(minmax, MinMaxStatsList, "minmax")
+    _check_type(results, SearchResults, "results")
+    c_visit, c_scale, discount = float(c_visit), float(c_scale), float(discount)
+    _check_gumbel_constants(c_visit, c_scale)
+    _begin_traverse(roots, discount, minmax, results, True)
+    assert roots._gumbel is not None
+    rng = roots._rng
+    A = roots.num_actions
+    paths: list[list[_Node]] = []
+    leaf_actions: list[int] = []
+    scores = [0.0] * A
+    for b in range(roots.num_roots):
+        node = roots._trees[b][0]
+        legal = roots._legal[b]
+        tree_normalize = minmax._tree_normalizer(b)
+        _completed_sigma(
+            node, legal, roots._root_value(b), discount, tree_normalize, minmax.value_delta_max, c_visit, c_scale,
+            scores,
+        )
+        want = roots._schedule(b)[node.visits - 1]
+        g, logits = roots._gumbel[b], roots._logits[b]
+        best = -_INF
+        for a, child in enumerate(node.children):
+            if not legal[a] or (0 if child is None else child.visits) != want:
+                scores[a] = -_INF
+                continue
+            scores[a] = g[a] + logits[a] + scores[a]
+            if scores[a] > best:
+                best = scores[a]
+        if best == -_INF:
+            raise RuntimeError("the halving schedule left no action to visit")
+        action = _select(rng, scores, best)
+        path = [node]
+        while node.children[action] is not None:
+            nxt = node.children[action]
+            assert nxt is not None
+            node = nxt
+            path.append(node)
+            _completed_sigma(
+                node, None, node.value_sum / node.visits, discount, tree_normalize, minmax.value_delta_max,
+                c_visit, c_scale, scores,
+            )
+            top = -_INF
+            for a in range(A):
+                if scores[a] > top:
+                    top = scores[a]
+            total = 0.0
+            for a in range(A):
+                scores[a] = node.prior[a] * math.exp(scores[a] - top)
+                total += scores[a]
+            per_weight = 1.0 / total
+            per_visit = 1.0 / node.visits  # 1 / (1 + the sum of the children's visits)
+            best = -_INF
+            for a, child in enumerate(node.children):
+                scores[a] = scores[a] * per_weight - (0 if child is None else child.visits) * per_visit
+                if scores[a] > best:
+                    best = scores[a]
+            action = _select(rng, scores, best)
+        paths.append(path)
+        leaf_actions.append(action)
+    return _end_traverse(roots, results, paths, leaf_actions)
+
+
+def gumbel_outputs(
+    roots: Roots, c_visit: float, c_scale: float, discount: float, minmax: MinMaxStatsList
+) -> tuple[np.ndarray, np.ndarray]:
+    """The Gumbel search's selected actions and improved policies.
+
+    :return: (actions int64 (B,), improved policies float64 (B, A))
+    """
+    _check_type(roots, Roots, "roots")
+    _check_type(minmax, MinMaxStatsList, "minmax")
+    c_visit, c_scale, discount = float(c_visit), float(c_scale), float(discount)
+    _check_gumbel_constants(c_visit, c_scale)
+    _check_discount(discount)
+    if not roots._trees or roots._gumbel is None:
+        raise ValueError("gumbel_outputs needs roots prepared with gumbel noise")
+    minmax._bind(roots, discount)
+    B, A = roots.num_roots, roots.num_actions
+    actions = np.empty(B, dtype=np.int64)
+    policy = np.empty((B, A), dtype=np.float64)
+    scores = [0.0] * A
+    for b in range(B):
+        root = roots._trees[b][0]
+        legal = roots._legal[b]
+        g, logits = roots._gumbel[b], roots._logits[b]
+        _completed_sigma(
+            root, legal, roots._root_value(b), discount, minmax._tree_normalizer(b), minmax.value_delta_max,
+            c_visit, c_scale, scores,
+        )
+        visits = [0 if child is None else child.visits for child in root.children]
+        pi = [0.0] * A
+        most = 0
+        top = -_INF
+        for a in range(A):
+            if not legal[a]:
+                continue
+            pi[a] = logits[a] + scores[a]
+            if pi[a] > top:
+                top = pi[a]
+            if visits[a] > most:
+                most = visits[a]
+        total = 0.0
+        for a in range(A):
+            pi[a] = math.exp(pi[a] - top) if legal[a] else 0.0
+            total += pi[a]
+        policy[b] = [x / total for x in pi]
+        best = -_INF
+        for a in range(A):
+            if not legal[a] or visits[a] != most:
+                scores[a] = -_INF
+                continue
+            scores[a] = g[a] + logits[a] + scores[a]
+            if scores[a] > best:
+                best = scores[a]
+        actions[b] = _select(roots._rng, scores, best)
+    return actions, policy
 
 
 def batch_backpropagate(
@@ -492,7 +818,7 @@ def batch_backpropagate(
         path = results._paths[b]
         parent = path[-1]
         reward = vp[b] if parent.is_reset else vp[b] - parent.value_prefix
-        leaf = _Node(len(tree), vp[b], reward, resets[b], int(new_index))
+        leaf = _Node(len(tree), vp[b], reward, resets[b], int(new_index), values[b])
         leaf.expand(logits[b], None)
         parent.children[results._actions[b]] = leaf
         tree.append(leaf)

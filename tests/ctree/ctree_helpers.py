@@ -9,6 +9,7 @@ from delayzoo.ctree import _ctree, ptree
 
 TREES = {"ptree": ptree, "ctree": _ctree}
 GAMMA = 0.997**4
+C_VISIT, C_SCALE = 50.0, 0.1
 
 
 class ToyModel:
@@ -49,16 +50,22 @@ def run_search(
     horizon: int = 0,
     root_prefix: bool = False,
     cast: Callable[[np.ndarray], np.ndarray] = np.asarray,
+    method: str = "puct",
+    q_normalization: str = "tree",
+    num_considered: int = 16,
 ) -> dict:
     """Run one batched search of ``module`` driven by ToyModel; record everything observable.
 
+    :param noise: Dirichlet noise (pUCT) or Gumbel noise (``method="gumbel"``; zeros without)
     :param horizon: reset the value prefix after leaves whose depth is a multiple of it (0: never)
     :param cast: applied to every float array handed to the tree
     """
     rng = np.random.default_rng(seed)
     model = ToyModel(actions, seed)
     root_latent = model.initial(batch, rng)
-    noise_arr = rng.dirichlet([0.3] * actions, size=batch) if noise else None
+    gumbel = method == "gumbel"
+    noise_arr = rng.dirichlet([0.3] * actions, size=batch) if noise and not gumbel else None
+    gumbel_arr = (rng.gumbel(size=(batch, actions)) if noise else np.zeros((batch, actions))) if gumbel else None
     legal = None
     if mask:
         legal = rng.random((batch, actions)) < 0.6
@@ -72,13 +79,20 @@ def run_search(
         None if noise_arr is None else cast(noise_arr),
         0.25,
         legal,
+        values=cast(root_latent @ model.value_head),
+        gumbel=None if gumbel_arr is None else cast(gumbel_arr),
+        num_considered=num_considered,
     )
-    minmax, results = module.MinMaxStatsList(batch), module.SearchResults(batch)
+    minmax = module.MinMaxStatsList(batch, q_normalization=q_normalization)
+    results = module.SearchResults(batch)
     latents = [root_latent]
     depths = [np.zeros(batch, dtype=np.int64)]
     record = {"steps": [], "bounds": [], "legal": legal}
     for s in range(1, simulations + 1):
-        parent, index, action = module.batch_traverse(roots, 1.25, 19652, GAMMA, minmax, results)
+        if gumbel:
+            parent, index, action = module.batch_traverse_gumbel(roots, C_VISIT, C_SCALE, GAMMA, minmax, results)
+        else:
+            parent, index, action = module.batch_traverse(roots, 1.25, 19652, GAMMA, minmax, results)
         lengths = results.search_lengths()
         parent_latent = np.stack([latents[p][b] for p, b in zip(parent, index)])
         new_latent, vp, value, logits = model.step(parent_latent, action)
@@ -92,5 +106,7 @@ def run_search(
         record["bounds"].append(tuple(np.copy(x) for x in minmax.bounds()))
     record["distributions"] = roots.distributions()
     record["values"] = roots.values()
+    if gumbel:
+        record["actions"], record["policy"] = module.gumbel_outputs(roots, C_VISIT, C_SCALE, GAMMA, minmax)
     record["roots"] = roots
     return record

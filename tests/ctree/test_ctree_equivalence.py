@@ -1,4 +1,5 @@
-"""ctree and ptree build the same trees; the min-max statistics equal a whole-tree rebuild."""
+"""ctree and ptree build the same trees (pUCT and Gumbel, both normalisations); the min-max statistics equal a
+whole-tree rebuild."""
 
 import itertools
 
@@ -15,18 +16,24 @@ CONFIGS = list(
         [(False, False, 0), (True, False, 5), (False, True, 3), (True, True, 2)],  # noise, mask, horizon
     )
 )
+SEARCHES = [("puct", "tree"), ("puct", "parent_siblings"), ("gumbel", "tree"), ("gumbel", "parent_siblings")]
 
 
+@pytest.mark.parametrize(("method", "q_normalization"), SEARCHES)
 @pytest.mark.parametrize(("batch", "actions", "options"), CONFIGS)
-def test_ctree_matches_ptree_on_random_trees(batch, actions, options):
+def test_ctree_matches_ptree_on_random_trees(batch, actions, options, method, q_normalization):
     noise, mask, horizon = options
     for seed in range(6):
         simulations = [1, 7, 25, 40, 3, 60][seed]
         kwargs = dict(
             batch=batch, actions=actions, simulations=simulations, seed=seed, noise=noise, mask=mask,
-            horizon=horizon, root_prefix=seed % 2 == 1,
+            horizon=horizon, root_prefix=seed % 2 == 1, method=method, q_normalization=q_normalization,
+            num_considered=[16, 4, 2, 16, 3, 1][seed],
         )
         c, p = run_search(_ctree, **kwargs), run_search(ptree, **kwargs)
+        if method == "gumbel":
+            np.testing.assert_array_equal(c["actions"], p["actions"])
+            np.testing.assert_array_equal(c["policy"], p["policy"])
         for step_c, step_p in zip(c["steps"], p["steps"]):
             for x, y in zip(step_c, step_p):
                 np.testing.assert_array_equal(x, y)
