@@ -39,6 +39,7 @@ __all__ = [
     "KWARGS_KEYS",
     "NAME_KEYS",
     "TRUSTED_PREFIXES",
+    "ZOO_KWARGS_KEYS",
     "check_names",
     "parse_kwargs",
     "resolve_name",
@@ -62,8 +63,13 @@ NAME_KEYS: dict[str, type] = {
 }
 """Hyperparameters holding class names (one, a list, or a list of ``{name: kwargs}``), with the kind each must be."""
 
-KWARGS_KEYS = ("policy_kwargs", "replay_buffer_kwargs", "monitor_kwargs", "normalize")
-"""Hyperparameters whose string values rl_zoo3 evaluates as Python; the zoo parses them with :func:`parse_kwargs`."""
+ZOO_KWARGS_KEYS = ("search_kwargs",)
+"""Keyword-string hyperparameters of delayzoo's agents, which rl_zoo3 does not evaluate: parsed by
+:func:`parse_kwargs` with or without ``--trust-run-files``."""
+
+KWARGS_KEYS = ("policy_kwargs", "replay_buffer_kwargs", "monitor_kwargs", "normalize", *ZOO_KWARGS_KEYS)
+"""Hyperparameters whose string values rl_zoo3 evaluates as Python (and :data:`ZOO_KWARGS_KEYS`); the zoo parses
+them with :func:`parse_kwargs`."""
 
 _TORCH_MODULES = {
     "nn": torch.nn,
@@ -214,18 +220,19 @@ def safe_hyperparams(hyperparams: dict[str, Any], source: str, trusted: bool = F
 
     Keyword strings (:data:`KWARGS_KEYS`) become values (:func:`parse_kwargs`), class names are checked
     (:func:`check_names`, a dotted ``policy`` name, and ``replay_buffer_class``, which is resolved). With ``trusted``
-    the entry is returned unchanged: rl_zoo3 imports and evaluates it as it always does.
+    only :data:`ZOO_KWARGS_KEYS` are parsed: rl_zoo3 imports and evaluates the rest as it always does.
 
     :param hyperparams: the entry (after the command line's ``-params``)
     :param source: the file it comes from, for messages
     :param trusted: ``--trust-run-files``
     """
-    if trusted:
-        return hyperparams
+    keys = ZOO_KWARGS_KEYS if trusted else KWARGS_KEYS
     safe = dict(hyperparams)
-    for key in KWARGS_KEYS:
+    for key in keys:
         if isinstance(safe.get(key), str):
             safe[key] = parse_kwargs(safe[key], f"{key} in {source}")
+    if trusted:
+        return safe
     check_names(safe, source)
     if isinstance(safe.get("policy"), str) and "." in safe["policy"]:  # rl_zoo3 imports it once checked
         resolve_name(safe["policy"], BasePolicy, f"policy in {source}")

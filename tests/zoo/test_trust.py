@@ -19,7 +19,7 @@ from delayzoo.zoo import eval as zoo_eval
 from delayzoo.zoo import train
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import hyperparams_dir
-from delayzoo.zoo.trust import check_names, parse_kwargs, resolve_name
+from delayzoo.zoo.trust import check_names, parse_kwargs, resolve_name, safe_hyperparams
 from tests.zoo.helpers import TINY_PPO, files_under, run_module
 
 BOUNDED = ["-n", "64", "--eval-freq", "-1", "--num-threads", "1"]
@@ -55,6 +55,20 @@ def test_every_keyword_string_of_the_zoo_and_rl_zoo3_files_parses():
     assert len(strings) > 50
     for text in strings:
         assert isinstance(parse_kwargs(text, "test"), dict), text
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+def test_search_kwargs_strings_are_parsed_with_or_without_trust(trusted):
+    """rl_zoo3 evaluates policy_kwargs and its own keys, never DelayedEZ's search_kwargs: the zoo parses it."""
+    entry = {"search_kwargs": "dict(method='gumbel', c_visit=50)", "policy_kwargs": "dict(net_arch=[8])"}
+    safe = safe_hyperparams(entry, "test.yml", trusted=trusted)
+    assert safe["search_kwargs"] == {"method": "gumbel", "c_visit": 50}
+    assert safe["policy_kwargs"] == ("dict(net_arch=[8])" if trusted else {"net_arch": [8]})  # trusted: rl_zoo3's
+    assert safe_hyperparams({"search_kwargs": {"method": "gumbel"}}, "test.yml", trusted)["search_kwargs"] == {
+        "method": "gumbel"
+    }
+    with pytest.raises(ZooError, match="search_kwargs in test.yml"):
+        safe_hyperparams({"search_kwargs": "dict(method=__import__('os'))"}, "test.yml", trusted)
 
 
 def test_parsed_values_equal_what_python_would_build():

@@ -12,7 +12,13 @@ import dataclasses
 import numbers
 from typing import Any
 
-__all__ = ["SearchConfig", "TargetConfig"]
+from delayzoo.ctree import Q_NORMALIZATIONS
+
+__all__ = ["GUMBEL_FIELDS", "Q_NORMALIZATIONS", "SEARCH_METHODS", "SearchConfig", "TargetConfig"]
+
+SEARCH_METHODS = ("puct", "gumbel")
+GUMBEL_FIELDS = ("method", "num_considered_actions", "gumbel_scale", "c_visit", "c_scale", "q_normalization")
+"""The fields of :class:`SearchConfig` that DelayedEZ takes in ``search_kwargs`` (the others are its flat keywords)."""
 
 
 def _check_int(name: str, value: Any, low: int) -> None:
@@ -27,6 +33,11 @@ def _check_bool(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
 def _check_real(name: str, value: Any, low: float, high: float, low_open: bool = False) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {value!r}")
@@ -36,15 +47,31 @@ def _check_real(name: str, value: Any, low: float, high: float, low_open: bool =
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
-    """EfficientZero's batched pUCT search (defaults: the paper's Atari values).
+    """The batched search: EfficientZero's pUCT (defaults: the paper's Atari values) or Gumbel MuZero's.
+
+    ``method="gumbel"`` is the search of EfficientZero V2 (Danihelka et al., ICLR 2022; Wang et al., ICML 2024):
+    Gumbel-top-k sampling of ``num_considered_actions`` root actions, sequential halving over the simulations,
+    and the improved policy ``softmax(logits + sigma(completed Q))`` as the policy target, with
+    ``sigma(q) = (c_visit + max N) * c_scale * q`` (:mod:`delayzoo.ctree.ptree` has the rules). It takes no
+    Dirichlet noise and no visit temperature: the search selects the action.
 
     :param num_simulations: simulations per search (each expands one node per root)
     :param discount: discount of the backed-up values
     :param pb_c_base: pUCT c2
     :param pb_c_init: pUCT c1
-    :param dirichlet_alpha: root noise concentration (training only)
-    :param exploration_fraction: root noise weight (training only)
+    :param dirichlet_alpha: pUCT's root noise concentration (training only)
+    :param exploration_fraction: pUCT's root noise weight (training only)
     :param lstm_horizon: the value-prefix LSTM restarts below nodes at depths that are multiples of this
+    :param method: ``"puct"`` (EfficientZero's, the paper's) or ``"gumbel"``
+    :param num_considered_actions: Gumbel: root actions sampled without replacement (m; capped by the action
+        count)
+    :param gumbel_scale: Gumbel: scale of the root noise while training and reanalysing; evaluation and
+        deterministic predictions use 0
+    :param c_visit: Gumbel: sigma's visit offset
+    :param c_scale: Gumbel: sigma's scale
+    :param q_normalization: how Q values are normalised to [0, 1], in both searches: ``"tree"`` by the min-max
+        of the whole tree (EfficientZero's), ``"parent_siblings"`` at each node by the min-max of its visited
+        children's Q and its own value (mctx's ``qtransform_by_parent_and_siblings``)
     """
 
     num_simulations: int = 50
@@ -54,6 +81,12 @@ class SearchConfig:
     dirichlet_alpha: float = 0.3
     exploration_fraction: float = 0.25
     lstm_horizon: int = 5
+    method: str = "puct"
+    num_considered_actions: int = 16
+    gumbel_scale: float = 1.0
+    c_visit: float = 50.0
+    c_scale: float = 0.1
+    q_normalization: str = "tree"
 
     def __post_init__(self) -> None:
         _check_int("num_simulations", self.num_simulations, 1)
@@ -63,6 +96,17 @@ class SearchConfig:
         _check_real("pb_c_init", self.pb_c_init, 0.0, float("inf"))
         _check_real("dirichlet_alpha", self.dirichlet_alpha, 0.0, float("inf"), low_open=True)
         _check_real("exploration_fraction", self.exploration_fraction, 0.0, 1.0)
+        _check_choice("method", self.method, SEARCH_METHODS)
+        _check_int("num_considered_actions", self.num_considered_actions, 1)
+        _check_real("gumbel_scale", self.gumbel_scale, 0.0, float("inf"))
+        _check_real("c_visit", self.c_visit, 0.0, float("inf"))
+        _check_real("c_scale", self.c_scale, 0.0, float("inf"))
+        _check_choice("q_normalization", self.q_normalization, Q_NORMALIZATIONS)
+
+    @property
+    def gumbel(self) -> bool:
+        """Whether the search is Gumbel MuZero's."""
+        return self.method == "gumbel"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,7 +48,7 @@ from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.common.precision import grad_scaler
 from delayzoo.agents.common.replay_files import ReplayFileError, check_array, read_replay_file, save_replay_file
 from delayzoo.agents.common.run_time import report_first_update
-from delayzoo.agents.delayed_ez.config import SearchConfig, TargetConfig
+from delayzoo.agents.delayed_ez.config import GUMBEL_FIELDS, SearchConfig, TargetConfig
 from delayzoo.agents.delayed_ez.distributed import ActorConfig, ActorRun, actor_env_factory
 from delayzoo.agents.delayed_ez.losses import LossCoefficients, random_intensity, random_shift, unroll_losses
 from delayzoo.agents.delayed_ez.policies import CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
@@ -94,6 +94,31 @@ def _check_hyperparameters(values: dict[str, Any]) -> None:
     for name in ("pb_c_init", "priority_alpha", "value_loss_coef", "reward_loss_coef", "policy_loss_coef",
                  "consistency_loss_coef"):
         check_number(name, values[name], 0)
+
+
+_FLAT_SEARCH_KEYWORDS = {
+    "num_simulations": "num_simulations", "discount": "gamma", "pb_c_base": "pb_c_base", "pb_c_init": "pb_c_init",
+    "dirichlet_alpha": "dirichlet_alpha", "exploration_fraction": "exploration_fraction",
+    "lstm_horizon": "lstm_horizon", "gamma": "gamma",
+}
+"""Search settings that are DelayedEZ's own keywords (``search_kwargs`` key -> the keyword to use)."""
+
+
+def _check_search_kwargs(search_kwargs: Any) -> dict[str, Any]:
+    """``search_kwargs`` as a new dict of :data:`~delayzoo.agents.delayed_ez.config.GUMBEL_FIELDS` (values are
+    checked by :class:`SearchConfig`)."""
+    if search_kwargs is None:
+        return {}
+    if not isinstance(search_kwargs, dict):
+        raise TypeError(f"search_kwargs must be a dict or None, got {search_kwargs!r}")
+    for key in search_kwargs:
+        if key in _FLAT_SEARCH_KEYWORDS:
+            raise ValueError(
+                f"search_kwargs may not hold {key!r}: pass it as DelayedEZ({_FLAT_SEARCH_KEYWORDS[key]}=...)"
+            )
+        if key not in GUMBEL_FIELDS:
+            raise ValueError(f"search_kwargs has an unknown key {key!r}; its keys are {GUMBEL_FIELDS}")
+    return dict(search_kwargs)
 
 
 def _check_clip_reward(value: Any) -> bool | float:
@@ -170,6 +195,11 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
       ``--amp_type torch_amp``, float16 autocast with a gradient scaler, by default); on a GPU it is the
       reference's, on a CPU it is bfloat16 (no scaler), and it covers acting and reanalysis as well as the
       updates, with the losses and the value transforms taken in float32;
+    - ``search_kwargs=dict(method="gumbel")`` (an option; the paper's pUCT stays the default) searches as
+      EfficientZero V2 (Wang et al., ICML 2024) by Gumbel MuZero's method (Danihelka et al., ICLR 2022):
+      Gumbel-top-k root actions, sequential halving, completed Q with the mixed value, and the improved
+      policy as the policy target, without Dirichlet noise or visit temperature; ``q_normalization=
+      "parent_siblings"`` (both searches) normalises Q per node as mctx does instead of over the whole tree;
     - with ``use_root_value`` the search that gives the bootstrap root values (with root noise, as EZ's) runs
       for every bootstrap observation of the round, also past an episode end where its value is not used,
       in the same prefetch or actor as the rest of the targets.
@@ -211,8 +241,13 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     :param lstm_horizon: value-prefix LSTM reset period (in model steps)
     :param pb_c_base: pUCT c2
     :param pb_c_init: pUCT c1
-    :param dirichlet_alpha: root noise concentration
-    :param exploration_fraction: root noise weight
+    :param dirichlet_alpha: pUCT's root noise concentration
+    :param exploration_fraction: pUCT's root noise weight
+    :param search_kwargs: the search method and its settings, fields of
+        :class:`~delayzoo.agents.delayed_ez.config.SearchConfig` other than the keywords above: ``method``
+        (``"puct"``, the paper's, or ``"gumbel"``, EfficientZero V2's), ``num_considered_actions``,
+        ``gumbel_scale``, ``c_visit``, ``c_scale``, ``q_normalization`` (``"tree"`` or ``"parent_siblings"``);
+        e.g. ``dict(method="gumbel")``. Under Gumbel there is no Dirichlet noise and no visit temperature
     :param priority_alpha: priority exponent
     :param priority_beta: initial importance-sampling exponent, annealed to 1 over training
     :param auto_td_period: adaptive horizon: ``td_steps`` shrinks by one per this many transitions of
@@ -232,7 +267,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     :param consistency_loss_coef: SimSiam consistency loss weight (2)
     :param augment: random shifts (``AUGMENT_SHIFT`` = 4 pixels) and intensity changes of image observations
         during training (EfficientZero's); a warning says when the frames are too small for the shift
-    :param visit_temperature: actions are sampled from ``visits^(1/T)`` while training; ``None`` follows
+    :param visit_temperature: pUCT: actions are sampled from ``visits^(1/T)`` while training; ``None`` follows
         EfficientZero (T = 1, then 0.5 after half of training, 0.25 after three quarters)
     :param reanalysis_chunk: roots per reanalysis search; ``None``: all roots of a round in one search on
         a GPU, 1024 per search on a CPU
@@ -311,6 +346,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         pb_c_init: float = 1.25,
         dirichlet_alpha: float = 0.3,
         exploration_fraction: float = 0.25,
+        search_kwargs: dict[str, Any] | None = None,
         priority_alpha: float = 0.6,
         priority_beta: float = 0.4,
         auto_td_period: int | None = 30_000,
@@ -396,6 +432,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         self.pb_c_init = pb_c_init
         self.dirichlet_alpha = dirichlet_alpha
         self.exploration_fraction = exploration_fraction
+        self.search_kwargs = _check_search_kwargs(search_kwargs)
         self.priority_alpha = priority_alpha
         self.priority_beta = priority_beta
         self.auto_td_period = auto_td_period
@@ -467,6 +504,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
             dirichlet_alpha=self.dirichlet_alpha,
             exploration_fraction=self.exploration_fraction,
             lstm_horizon=self.lstm_horizon,
+            **self.search_kwargs,
         )
         self.target_config = TargetConfig(
             num_unroll_steps=self.num_unroll_steps,
@@ -691,7 +729,7 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         for env_index, writer in enumerate(self._writers):
             offset = int(decision.root_offsets[env_index])
             if offset == 0 or self.forecast_policy == "store":
-                writer.record_search(decision.visits[env_index], offset)
+                writer.record_search(decision.policy[env_index], offset)
         return decision.actions, decision.actions
 
     def _learning_rewards(self, rewards: np.ndarray) -> np.ndarray:

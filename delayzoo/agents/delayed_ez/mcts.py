@@ -1,4 +1,4 @@
-"""Batched MCTS over :mod:`delayzoo.ctree` and the delay-aware forecast of the search roots.
+"""Batched MCTS over :mod:`delayzoo.ctree` (pUCT or Gumbel) and the delay-aware forecast of the search roots.
 
 One search runs all roots (all envs, or all reanalysed positions) together: each simulation
 descends every tree once, the new leaves go through one batched ``recurrent_inference``, and the
@@ -24,10 +24,20 @@ __all__ = ["MCTS", "SearchOutput", "forecast_latents", "forecast_roots"]
 
 
 class SearchOutput(NamedTuple):
-    """Result of one batched search: root visit counts ``(B, A)`` and root values ``(B,)``."""
+    """Result of one batched search.
+
+    :param visits: root visit counts ``(B, A)``
+    :param root_values: root values ``(B,)``, the mean of the values backed up into each root
+    :param policy: the weights of the policy targets ``(B, A)``, to be normalised: the visit counts under pUCT,
+        the improved policy under Gumbel
+    :param actions: ``(B,)`` the search's choice: the most visited action under pUCT (ties: the lowest), the
+        selected action under Gumbel
+    """
 
     visits: np.ndarray
     root_values: np.ndarray
+    policy: np.ndarray
+    actions: np.ndarray
 
 
 def forecast_latents(
@@ -74,7 +84,7 @@ def forecast_roots(
 
 
 class MCTS:
-    """EfficientZero's pUCT search, batched over roots.
+    """EfficientZero's pUCT search or Gumbel MuZero's (``config.method``), batched over roots.
 
     Per simulation the driver makes one host-to-device copy (parent slots and actions) and one
     device-to-host copy (value prefixes, values and policy logits together); the tree checks those
@@ -102,6 +112,7 @@ class MCTS:
         rng: np.random.Generator,
         add_noise: bool,
         root_lstm_state: LSTMState | None = None,
+        root_values: torch.Tensor | None = None,
     ) -> SearchOutput:
         """Search from ``B`` root latents (their value-prefix LSTM starts from zeros unless ``root_lstm_state``
         is given; the roots' own value prefixes are 0 either way).
@@ -111,10 +122,13 @@ class MCTS:
         :param network: the model (in eval mode)
         :param root_latent: ``(B, *latent_shape)``
         :param root_policy_logits: ``(B, A)`` prior logits at the roots
-        :param rng: draws the tie-break seed and, with ``add_noise``, the Dirichlet noise
-        :param add_noise: Dirichlet noise at the roots (training only)
+        :param rng: draws the root noise and the tie-break seed
+        :param add_noise: root noise: pUCT's Dirichlet noise, or Gumbel noise at ``gumbel_scale`` (without it the
+            Gumbel search is deterministic but for ties)
         :param root_lstm_state: ``(h, c)``, each ``(1, B, lstm_hidden_size)``: the roots' value-prefix LSTM
             state (the reference's forecast roots carry the state of the forward roll)
+        :param root_values: ``(B,)`` the network's values of the roots (Gumbel's mixed value and the per-node
+            normalisation; zeros when ``None``)
         """
         config = self.config
         simulations = config.num_simulations
@@ -124,11 +138,20 @@ class MCTS:
         if not np.isfinite(root_logits).all():
             bad = np.flatnonzero(~np.isfinite(root_logits).all(axis=1)).tolist()
             raise ValueError(f"non-finite root policy logits for roots {bad}; the network has diverged")
-        noise = rng.dirichlet([config.dirichlet_alpha] * self.num_actions, size=batch) if add_noise else None
+        shape = (batch, self.num_actions)
+        noise = gumbel = None
+        if config.gumbel:
+            gumbel = rng.gumbel(size=shape) * config.gumbel_scale if add_noise else np.zeros(shape)
+        elif add_noise:
+            noise = rng.dirichlet([config.dirichlet_alpha] * self.num_actions, size=batch)
+        values = None if root_values is None else root_values.double().cpu().numpy()
         tree = self.tree
         roots = tree.Roots(batch, self.num_actions, simulations + 1, int(rng.integers(2**31 - 1)))
-        roots.prepare(np.zeros(batch), root_logits, noise, config.exploration_fraction)
-        minmax = tree.MinMaxStatsList(batch)
+        roots.prepare(
+            np.zeros(batch), root_logits, noise, config.exploration_fraction, None, values, gumbel,
+            config.num_considered_actions,
+        )
+        minmax = tree.MinMaxStatsList(batch, q_normalization=config.q_normalization)
         results = tree.SearchResults(batch)
         # latents and LSTM states of node (simulation s, root b) in row s * B + b; simulation s writes rows s * B..
         latents = root_latent.new_empty(((simulations + 1) * batch, *root_latent.shape[1:]))
@@ -141,9 +164,14 @@ class MCTS:
         depth = np.zeros((simulations + 1, batch), dtype=np.int64)
         columns = np.arange(batch)
         for sim in range(1, simulations + 1):
-            parent, _, action = tree.batch_traverse(
-                roots, config.pb_c_init, config.pb_c_base, config.discount, minmax, results
-            )
+            if config.gumbel:
+                parent, _, action = tree.batch_traverse_gumbel(
+                    roots, config.c_visit, config.c_scale, config.discount, minmax, results
+                )
+            else:
+                parent, _, action = tree.batch_traverse(
+                    roots, config.pb_c_init, config.pb_c_base, config.discount, minmax, results
+                )
             parent = np.asarray(parent, dtype=np.int64)
             depth[sim] = depth[parent, columns] + 1
             is_reset = depth[sim] % config.lstm_horizon == 0
@@ -185,4 +213,9 @@ class MCTS:
                 "non-finite or overflowing latents from the model's dynamics during the search; "
                 "the network has diverged"
             )
-        return SearchOutput(np.asarray(roots.distributions()), np.asarray(roots.values()))
+        visits = np.asarray(roots.distributions())
+        if config.gumbel:
+            actions, policy = tree.gumbel_outputs(roots, config.c_visit, config.c_scale, config.discount, minmax)
+        else:
+            actions, policy = np.argmax(visits, axis=1), visits.astype(np.float64)
+        return SearchOutput(visits, np.asarray(roots.values()), np.asarray(policy), np.asarray(actions, dtype=np.int64))

@@ -32,13 +32,15 @@ __all__ = ["ActOutput", "CnnPolicy", "DelayedEZPolicy", "MlpPolicy", "MultiInput
 
 
 class ActOutput(NamedTuple):
-    """A batched decision: actions ``(B,)``, root visits ``(B, A)``, root values ``(B,)``, and the
-    number of steps each search root lies ahead of the observation ``(B,)``."""
+    """A batched decision: actions ``(B,)``, root visits ``(B, A)``, root values ``(B,)``, the number of steps
+    each search root lies ahead of the observation ``(B,)``, and the weights of the policy targets ``(B, A)``
+    (:attr:`~delayzoo.agents.delayed_ez.mcts.SearchOutput.policy`)."""
 
     actions: np.ndarray
     visits: np.ndarray
     root_values: np.ndarray
     root_offsets: np.ndarray
+    policy: np.ndarray
 
 
 def _observation_space(space: spaces.Space) -> spaces.Box:
@@ -188,11 +190,14 @@ class DelayedEZPolicy(BasePolicy):
     ) -> ActOutput:
         """One batched search for a batch of observations (one per env), then pick the actions.
 
+        pUCT: ``deterministic`` takes the argmax of the visit counts (ties: lowest action), else actions are
+        sampled from ``visits^(1/temperature)``. Gumbel: the search selects the action, with Gumbel noise unless
+        ``deterministic`` (sampling without replacement is the Gumbel search's exploration).
+
         :param obs: batched observations (tensors on the policy's device)
-        :param deterministic: argmax of the visit counts (ties: lowest action); else sample
-            ``visits^(1/temperature)``
-        :param add_noise: Dirichlet noise at the roots (training)
-        :param temperature: visit-count temperature for sampled actions
+        :param deterministic: the search's best action, no sampling
+        :param add_noise: pUCT's Dirichlet noise at the roots (training)
+        :param temperature: pUCT's visit-count temperature for sampled actions
         :param rng: random generator (defaults to the policy's seeded search generator)
         """
         rng = self.search_rng if rng is None else rng
@@ -202,23 +207,27 @@ class DelayedEZPolicy(BasePolicy):
             with self.autocast():
                 observation, pending, delay = self.split_observation(obs)
                 root = self.network.initial_inference(observation)
-                latent, logits = root.latent, root.policy_logits
+                latent, value_logits, logits = root.latent, root.value_logits, root.policy_logits
                 offsets = torch.zeros(latent.shape[0], dtype=torch.long)
                 if self.forward_model and pending is not None and delay is not None and int(delay.max()) > 0:
                     latent = forecast_latents(self.network.transition, latent, pending, delay)
-                    _, logits = self.network.prediction(latent)
+                    value_logits, logits = self.network.prediction(latent)
                     offsets = delay.long().cpu()
-                result = self.mcts.search(self.network, latent, logits, rng, add_noise)
+                gumbel = self.search_config.gumbel
+                result = self.mcts.search(
+                    self.network, latent, logits, rng, add_noise or (gumbel and not deterministic),
+                    root_values=self.network.to_scalar(value_logits),
+                )
         finally:
             _set_mode(self.network, was_training)
         visits = result.visits
-        if deterministic:
-            actions = np.argmax(visits, axis=1)
+        if gumbel or deterministic:
+            actions = result.actions
         else:
             weights = visits.astype(np.float64) ** (1.0 / temperature)
             probs = weights / weights.sum(axis=1, keepdims=True)
             actions = np.array([rng.choice(self.num_actions, p=p) for p in probs])
-        return ActOutput(actions.astype(np.int64), visits, result.root_values, offsets.numpy())
+        return ActOutput(actions.astype(np.int64), visits, result.root_values, offsets.numpy(), result.policy)
 
     def obs_to_tensor(self, observation: np.ndarray | dict[str, np.ndarray]) -> tuple[PyTorchObs, bool]:
         """SB3's conversion, after refusing a non-finite observation by its entry (:func:`check_finite_observation`)."""

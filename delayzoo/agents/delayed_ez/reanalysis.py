@@ -2,7 +2,8 @@
 
 :func:`compute_targets` is EfficientZero's reanalysis: values bootstrap from the target network (its
 predicted values, or the root values of a search with it) and the first ``reanalyze_ratio`` of each batch
-gets fresh policy targets from one batched search with it.
+gets fresh policy targets from one batched search with it (normalised visits under pUCT, the improved policy
+under Gumbel; the search adds its root noise, as EfficientZero and EfficientZero V2 do).
 :class:`ThreadPrefetch` and :class:`ProcessPrefetch` run it on the next round's batches while the current
 round trains (``DelayedEZ(prefetch=True | "process")``). A thread shares the GIL with the training
 thread, so at small network sizes the two mostly take turns; :class:`ReanalysisWorker` is a CPU process
@@ -66,7 +67,8 @@ def _bootstrap_values(
     for start in range(0, len(observations), size):
         root = target_net.initial_inference(observations[start : start + size])
         if use_root_value:
-            search = mcts.search(target_net, root.latent, root.policy_logits, rng, True)
+            root_values = target_net.to_scalar(root.value_logits)
+            search = mcts.search(target_net, root.latent, root.policy_logits, rng, True, root_values=root_values)
             values.append(torch.as_tensor(search.root_values, dtype=torch.float32, device=observations.device))
         else:
             values.append(target_net.to_scalar(root.value_logits))
@@ -132,13 +134,16 @@ def compute_targets(
     if roots:
         root_obs = torch.cat(roots)
         size = chunk_size(len(root_obs))
-        visits = []
+        weights = []
         with autocast(device, mixed_precision):
             for start in range(0, len(root_obs), size):
                 root = target_net.initial_inference(root_obs[start : start + size])
-                search = mcts.search(target_net, root.latent, root.policy_logits, rng, True)
-                visits.append(torch.as_tensor(search.visits, dtype=torch.float32, device=device))
-        targets = torch.cat(visits)
+                search = mcts.search(
+                    target_net, root.latent, root.policy_logits, rng, True,
+                    root_values=target_net.to_scalar(root.value_logits),
+                )
+                weights.append(torch.as_tensor(search.policy, dtype=torch.float32, device=device))
+        targets = torch.cat(weights)
         targets = targets / targets.sum(dim=1, keepdim=True)
         start = 0
         for index, rows, cols in where:

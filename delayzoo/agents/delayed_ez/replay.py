@@ -141,18 +141,19 @@ class GameWriter:
         self._episode_step = 0
         self._segment_start = 0
 
-    def record_search(self, visits: np.ndarray, delay: int) -> None:
+    def record_search(self, policy: np.ndarray, delay: int) -> None:
         """Record the search of the decision about to be taken.
 
-        :param visits: root visit counts ``(A,)``
+        :param policy: the weights of the policy target ``(A,)``, stored normalised: the root visit counts
+            (pUCT) or the improved policy (Gumbel)
         :param delay: how many steps ahead of the current observation the search root was (0 when the
             search started from the current observation); a later search for the same step replaces
             an earlier one, like its action overtakes the earlier action in the delay queue
         """
-        total = float(np.sum(visits))
-        if total <= 0:
-            raise ValueError(f"visit counts must have a positive sum, got {visits}")
-        self._policies[self._episode_step + int(delay)] = np.asarray(visits, dtype=np.float32) / total
+        total = float(np.sum(policy))
+        if not total > 0:
+            raise ValueError(f"the search policy must have a positive sum, got {policy}")
+        self._policies[self._episode_step + int(delay)] = np.asarray(policy, dtype=np.float32) / total
 
     def step(
         self, action: int, reward: float, next_observation: np.ndarray, terminated: bool, truncated: bool

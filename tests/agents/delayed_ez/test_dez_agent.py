@@ -194,9 +194,9 @@ def test_all_envs_act_through_one_batched_search(tiny_mlp, toy):
     sizes = []
     search = model.policy.mcts.search
 
-    def spy(network, root_latent, *args):
+    def spy(network, root_latent, *args, **kwargs):
         sizes.append(root_latent.shape[0])
-        return search(network, root_latent, *args)
+        return search(network, root_latent, *args, **kwargs)
 
     model.policy.mcts.search = spy
     model.learn(12)

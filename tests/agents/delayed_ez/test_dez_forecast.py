@@ -43,10 +43,10 @@ def _dict_space(max_delay: int) -> spaces.Dict:
 def _capture_roots(policy):
     captured = {}
 
-    def search(network, root_latent, root_logits, rng, add_noise):
+    def search(network, root_latent, root_logits, rng, add_noise, **kwargs):
         captured["latent"], captured["logits"] = root_latent.clone(), root_logits.clone()
         visits = np.ones((root_latent.shape[0], 3), dtype=np.int64)
-        return SearchOutput(visits, np.zeros(root_latent.shape[0]))
+        return SearchOutput(visits, np.zeros(root_latent.shape[0]), visits.astype(np.float64), visits.argmax(1))
 
     policy.mcts.search = search
     return captured

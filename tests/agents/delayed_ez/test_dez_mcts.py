@@ -131,9 +131,9 @@ def test_dirichlet_noise_only_when_asked():
     prepared = []
 
     class SpyRoots(ptree.Roots):
-        def prepare(self, value_prefix, policy_logits, noise=None, noise_fraction=0.25, legal_mask=None):
+        def prepare(self, value_prefix, policy_logits, noise=None, noise_fraction=0.25, *args):
             prepared.append((noise, noise_fraction))
-            return super().prepare(value_prefix, policy_logits, noise, noise_fraction, legal_mask)
+            return super().prepare(value_prefix, policy_logits, noise, noise_fraction, *args)
 
     names = ("MinMaxStatsList", "SearchResults", "batch_traverse", "batch_backpropagate")
     spy = SimpleNamespace(**{name: getattr(ptree, name) for name in names}, Roots=SpyRoots)
