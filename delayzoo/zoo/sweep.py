@@ -36,7 +36,6 @@ with code 2 before anything is written. The exit code is 1 when a run failed, 13
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import json
 import math
@@ -56,6 +55,7 @@ from typing import Any
 
 import yaml
 
+from delayzoo.agents.common.parent_death import set_parent_death_signal
 from delayzoo.agents.common.ray_connect import UnreachableClusterError, connect, import_ray
 from delayzoo.zoo.envs import PROCESSES
 from delayzoo.zoo.errors import ZooError
@@ -402,10 +402,7 @@ def _child_signals() -> None:
     """In the child: SIGINT is Ctrl-C (even if inherited as ignored), and comes when the Ray worker dies."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # Ray's worker threads block it
-    try:
-        ctypes.CDLL(None).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG (Linux)
-    except (OSError, AttributeError):
-        pass
+    set_parent_death_signal(signal.SIGINT)
 
 
 def _run_command(argv: list[str], task: CellTask, log: Any) -> tuple[int, bool]:
