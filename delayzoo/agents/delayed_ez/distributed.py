@@ -22,6 +22,12 @@ created with ``max_restarts`` and ``max_task_retries`` (a killed actor is restar
 an exception in a call is retried after the actor restarted its episodes); when the retries run out,
 the error (with the actor's traceback) stops ``learn``. Actors that cannot be placed within
 ``placement_timeout`` seconds stop it with the resources they asked for.
+
+Stopping: :meth:`ActorRun.close` at the end of ``learn`` (also on an error or Ctrl-C) stops the actors and a
+Ray the run started. SIGTERM, where it has its default handler and ``learn`` runs in the main thread, does
+the same before it ends the process (a caller's own handler, such as the zoo's, is left in place). When the
+learner is killed outright, a Ray it started goes with it: Ray ties its node processes to the process that
+called ``ray.init``, and its workers, the actors among them, exit with the node.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+import os
+import signal
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -187,7 +196,7 @@ class ActorRun:
     def __init__(self, model: Any, config: ActorConfig, env_factory: Callable[[], gym.Env] | None) -> None:
         self.ray = import_ray("DelayedEZ's actors run")
         self.config = config
-        self.started = connect(config.ray_address, "DelayedEZ's actors")
+        self.started = False
         self.self_play: list[Any] = []
         self.reanalysis: list[Any] = []
         self._pending: dict[Any, int] = {}  # collect call -> self-play actor
@@ -209,7 +218,14 @@ class ActorRun:
         self._start = time.perf_counter()
         self._start_steps, self._start_updates = int(model.num_timesteps), int(model._n_updates)
         self._weights_version = self._target_version = 0
+        self._handles_sigterm = (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        )
+        if self._handles_sigterm:  # ray.init keeps it (connect puts back this process's handlers)
+            signal.signal(signal.SIGTERM, self._stop_on_sigterm)
         try:
+            self.started = connect(config.ray_address, "DelayedEZ's actors")
             self._spawn(model, env_factory)
         except BaseException:
             self.close()
@@ -415,8 +431,14 @@ class ActorRun:
         elapsed = time.perf_counter() - self._start
         logger.record("actors/learner_wait_fraction", self.learner_wait / elapsed if elapsed else 0.0)
 
+    def _stop_on_sigterm(self, number: int, frame: Any) -> None:
+        """SIGTERM without a handler of the caller's: stop the actors and a Ray this run started, then end the
+        process as SIGTERM's default does (no Ray process of the run outlives it)."""
+        self.close()
+        os.kill(os.getpid(), signal.SIGTERM)  # close() put the default handler back
+
     def close(self) -> None:
-        """Stop every actor (and Ray, when this run started it)."""
+        """Stop every actor (and Ray, when this run started it); give SIGTERM back its default handler."""
         for actor in self.self_play + self.reanalysis:
             try:
                 self.ray.kill(actor, no_restart=True)
@@ -428,3 +450,6 @@ class ActorRun:
         if self.started:
             self.ray.shutdown()
             self.started = False
+        if self._handles_sigterm:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            self._handles_sigterm = False
