@@ -15,6 +15,7 @@ returns it advanced by the search's noise, so the random stream is the one of th
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from delayzoo.agents.common.parent_death import exit_with_parent
 from delayzoo.agents.common.precision import autocast
 from delayzoo.agents.delayed_ez.mcts import MCTS
 from delayzoo.agents.delayed_ez.networks import EfficientZeroNetwork
@@ -183,13 +185,21 @@ class ThreadPrefetch:
         return self.batches, self.targets
 
 
-def _serve(connection, target_net: EfficientZeroNetwork, mcts: MCTS, settings: dict[str, Any]) -> None:
-    """The worker's loop: ``(batches, rng state, weights or None)`` in, ``(targets, rng state, CPU s)`` out."""
+def _serve(
+    connection, target_net: EfficientZeroNetwork, mcts: MCTS, settings: dict[str, Any], parent: int, kernel: bool
+) -> None:
+    """The worker's loop: ``(batches, rng state, weights or None)`` in, ``(targets, rng state, CPU s)`` out.
+
+    ``parent`` and ``kernel``: the training process's pid, and whether it started the worker from its main
+    thread (see :func:`~delayzoo.agents.common.parent_death.exit_with_parent`).
+    """
     torch.set_num_threads(1)  # a forked child must not enter the parent's OpenMP pool (it can hang)
     # the training process handles Ctrl-C (and then closes the pipe); a terminate ends the worker quietly,
-    # whatever handlers it inherited (the zoo saves the model on SIGTERM)
+    # whatever handlers it inherited (the zoo saves the model on SIGTERM), and so does the training
+    # process's death, however it dies (a forked worker holds both ends of the pipe: it would wait forever)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    exit_with_parent(parent, signal.SIGTERM, kernel=kernel)
     device = torch.device("cpu")
     rng = np.random.default_rng()
     while True:
@@ -220,7 +230,7 @@ class ReanalysisWorker:
 
     It is forked where the platform allows it (no re-import, and the training script is not run again),
     spawned elsewhere, and runs one torch thread. It stops when this object is garbage-collected or the
-    training process exits.
+    training process exits or dies (SIGKILL included).
 
     :param target_net: the target network (copied into the worker; :meth:`submit` sends new weights)
     :param mcts: the search
@@ -232,8 +242,10 @@ class ReanalysisWorker:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         context = multiprocessing.get_context(method)
         self._connection, child = context.Pipe()
+        kernel = threading.current_thread() is threading.main_thread()
         self._process = context.Process(
-            target=_serve, args=(child, target_net, mcts, dict(settings)), name="delayzoo-reanalysis", daemon=True
+            target=_serve, args=(child, target_net, mcts, dict(settings), os.getpid(), kernel),
+            name="delayzoo-reanalysis", daemon=True,
         )
         self._process.start()
         child.close()

@@ -1,8 +1,13 @@
 import gc
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 
@@ -161,3 +166,49 @@ def test_a_reanalysis_actor_computes_the_learners_targets_with_its_settings(tiny
     arrays, _ = actor.targets(batches, 0, [])
     for got, expected in zip(arrays[0], model._targets(batches)[0]):
         np.testing.assert_array_equal(got, expected.numpy())
+
+
+_ORPHAN_SCRIPT = """
+import sys, threading, time
+import torch
+torch.set_num_threads(1)
+from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
+from delayzoo.agents.delayed_ez.reanalysis import ReanalysisWorker
+from tests.agents.delayed_ez.conftest import TINY_MLP
+model = DelayedEZ("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_kwargs=TINY_MLP), prefetch="process")
+workers = []
+start = lambda: workers.append(ReanalysisWorker(model.policy.target_network, model.policy.mcts, {}))
+if sys.argv[1] == "main":
+    start()
+else:  # the starting thread ends long before the training process
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+print(workers[0]._process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # dead, not yet reaped by its new parent
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.mark.parametrize("thread", ["main", "other"])
+def test_the_worker_ends_when_the_training_process_is_killed(thread):
+    repo = Path(__file__).resolve().parents[3]
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT, thread], cwd=repo, stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    try:
+        worker = int(parent.stdout.readline())
+        time.sleep(1.5)
+        assert not _gone(worker)  # alive while the training process is (its starting thread ended already)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 5
+    while not _gone(worker):
+        assert time.monotonic() < deadline, f"the reanalysis worker {worker} outlived the killed training process"
+        time.sleep(0.1)
