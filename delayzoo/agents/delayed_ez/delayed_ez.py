@@ -303,7 +303,8 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
     :param tensorboard_log: tensorboard log folder
     :param verbose: 0 silent, 1 info, 2 debug
     :param seed: seed of everything (envs, torch, replay sampling, search)
-    :param device: "auto", "cpu" or "cuda"
+    :param device: ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``... (a CUDA device torch does not see
+        is a ``ValueError``)
     :param _init_setup_model: build the networks now (``load`` builds them later)
     """
 
