@@ -153,13 +153,14 @@ def table(results: list[dict[str, Any]]) -> str:
     lines.append("wall s " + " ".join(f"{r['wall_s']:11.0f}" for r in results))
     undelayed = [final_return(r) for r in results if r["max_delay"] == 0]
     reference = float(np.mean(undelayed)) if undelayed else float("nan")
-    groups: dict[tuple[int, str], list[float]] = {}
+    groups: dict[tuple[int, str], dict[int, float]] = {}
     for r in results:
-        groups.setdefault((r["max_delay"], variant(r)), []).append(final_return(r))
-    for (delay, mode), values in groups.items():
-        mean = float(np.mean(values))
-        lines.append(f"max delay {delay} {mode}: mean {mean:.1f} over {len(values)} seeds, "
-                     f"{mean / reference:.0%} of the delay-0 mean {reference:.1f}")
+        groups.setdefault((r["max_delay"], variant(r)), {})[r["seed"]] = final_return(r)
+    for (delay, mode), by_seed in groups.items():
+        mean = float(np.mean(list(by_seed.values())))
+        seeds = ", ".join(f"s{seed} {value:.1f}" for seed, value in sorted(by_seed.items()))
+        lines.append(f"max delay {delay} {mode}: mean {mean:.1f} over {len(by_seed)} seeds ({seeds}), "
+                     f"min {min(by_seed.values()):.1f}, {mean / reference:.0%} of the delay-0 mean {reference:.1f}")
     return "\n".join(lines)
 
 
