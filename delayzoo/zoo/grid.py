@@ -13,6 +13,8 @@ The file also gives each env its own delays and each algorithm on that env its o
     envs:
       CartPole-v1:
         delays: [0, 2, 5, 10]
+        seeds: [0, 1, 2, 3, 4]          # this env's seeds (default: the grid's)
+        budget: 20000                   # env steps at which plot compares the agents (--at-steps)
         train_args: {pwm: [--preset, delayed, --save-freq, "2000"]}   # per algorithm on this env
         eval_args: {delayed_ez: [--n-envs, "8"]}                      # its eval flags on this env
     variants:
@@ -181,6 +183,8 @@ class Grid:
     :param env_args: env id -> algorithm -> that algorithm's flags on that env
     :param delay_args: flags of the delayed cells' train commands (``--init-action random``, ``--delay-p``)
     :param env_eval_args: env id -> algorithm -> that algorithm's eval flags on that env
+    :param env_seeds: env id -> its own training seeds (instead of ``seeds``)
+    :param budgets: env id -> the env steps at which :mod:`delayzoo.zoo.plot` compares the agents
     """
 
     envs: dict[str, tuple[int, ...]]
@@ -191,6 +195,8 @@ class Grid:
     env_args: dict[str, dict[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
     delay_args: tuple[str, ...] = ()
     env_eval_args: dict[str, dict[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
+    env_seeds: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    budgets: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def cells(self) -> list[Cell]:
         """The cells, env by env: delay 0 once per algorithm, then every variant at every other delay."""
@@ -198,7 +204,7 @@ class Grid:
         for env_id, delays in self.envs.items():
             variants = [variant for variant in self.variants if variant.envs is None or env_id in variant.envs]
             algos = list(dict.fromkeys(variant.algo for variant in variants))
-            for delay, seed in itertools.product(delays, self.seeds):
+            for delay, seed in itertools.product(delays, self.env_seeds.get(env_id, self.seeds)):
                 if delay == 0:
                     cells += [
                         Cell(
@@ -274,6 +280,12 @@ def _ints(values: Any, where: str) -> tuple[int, ...]:
     return tuple(values)
 
 
+def _seeds(values: Any, where: str) -> tuple[int, ...]:
+    if not isinstance(values, list) or not values or not all(type(seed) is int for seed in values):
+        raise ZooError(f"{where} must be a non-empty list of integers, got {values!r}")
+    return tuple(values)
+
+
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid file (plain YAML, see the module docstring).
 
@@ -297,12 +309,21 @@ def load_grid(path: str | Path) -> Grid:
     envs_entry = content.get("envs")
     if not isinstance(envs_entry, dict) or not envs_entry:
         raise ZooError(f"{path}: envs must map env ids to {{delays: [...]}}, got {envs_entry!r}")
-    envs, env_args, env_eval_args = {}, {}, {}
+    envs, env_args, env_eval_args, env_seeds, budgets = {}, {}, {}, {}, {}
     for env_id, entry in envs_entry.items():
         where = f"{path}: envs.{env_id}"
-        if not isinstance(entry, dict) or set(entry) - {"delays", "train_args", "eval_args"}:
-            raise ZooError(f"{where} must be a mapping with delays (and train_args, eval_args), got {entry!r}")
+        if not isinstance(entry, dict) or set(entry) - {"delays", "seeds", "budget", "train_args", "eval_args"}:
+            raise ZooError(
+                f"{where} must be a mapping with delays (and seeds, budget, train_args, eval_args), got {entry!r}"
+            )
         envs[env_id] = _ints(entry.get("delays"), f"{where}.delays")
+        if "seeds" in entry:
+            env_seeds[env_id] = _seeds(entry["seeds"], f"{where}.seeds")
+        if "budget" in entry:
+            budget = entry["budget"]
+            if type(budget) is not int or budget < 1:
+                raise ZooError(f"{where}.budget must be a number of env steps >= 1, got {budget!r}")
+            budgets[env_id] = budget
         env_args[env_id] = _per_algo(entry.get("train_args"), f"{where}.train_args")
         env_eval_args[env_id] = _per_algo(entry.get("eval_args"), f"{where}.eval_args")
     variants_entry = content.get("variants")
@@ -329,9 +350,9 @@ def load_grid(path: str | Path) -> Grid:
                 None if only is None else tuple(only),
             )
         )
-    seeds = content.get("seeds", [0])
-    if not isinstance(seeds, list) or not seeds or not all(type(seed) is int for seed in seeds):
-        raise ZooError(f"{path}: seeds must be a non-empty list of integers, got {seeds!r}")
+    seeds = _seeds(content.get("seeds", [0]), f"{path}: seeds")
     train_args = _strings(content.get("train_args"), f"{path}: train_args")
     delay_args = _strings(content.get("delay_args"), f"{path}: delay_args")
-    return Grid(envs, tuple(variants), tuple(seeds), process, train_args, env_args, delay_args, env_eval_args)
+    return Grid(
+        envs, tuple(variants), seeds, process, train_args, env_args, delay_args, env_eval_args, env_seeds, budgets
+    )

@@ -103,6 +103,16 @@ def test_an_algorithms_eval_flags_on_an_env_come_last_in_its_cells_eval_command(
     assert dict(ppo.commands)["eval"][-4:] == sweep_eval
 
 
+def test_an_env_runs_its_own_seeds_and_records_its_budget(tmp_path):
+    path = tmp_path / "grid.yml"
+    own = "    delays: [0, 3]\n    seeds: [3, 4, 5]\n    budget: 200\n"
+    path.write_text(GRID_TEXT.replace("    delays: [0, 3]\n", own))
+    grid = load_grid(path)
+    seeds = {env: {cell.seed for cell in grid.cells() if cell.env_id == env} for env in grid.envs}
+    assert seeds == {"CartPole-v1": {3, 4, 5}, "Acrobot-v1": {0, 1}}
+    assert grid.budgets == {"CartPole-v1": 200}
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -116,6 +126,9 @@ def test_an_algorithms_eval_flags_on_an_env_come_last_in_its_cells_eval_command(
         ("envs: {CartPole-v1: {delays: [0]}}\nvariants: {p: {algo: ppo}}\nseeds: [a]\n", "seeds must be"),
         ("envs: {CartPole-v1: {delays: [0], eval_args: [-n]}}\nvariants: {p: {algo: ppo}}\n", "eval_args must map"),
         ("envs: {CartPole-v1: {delays: [0], eval_args: {ppo: 8}}}\nvariants: {p: {algo: ppo}}\n", "eval_args.ppo must"),
+        ("envs: {CartPole-v1: {delays: [0], seeds: []}}\nvariants: {p: {algo: ppo}}\n", "CartPole-v1.seeds must be"),
+        ("envs: {CartPole-v1: {delays: [0], budget: 0}}\nvariants: {p: {algo: ppo}}\n", "budget must be a number"),
+        ("envs: {CartPole-v1: {delays: [0], budget: 2e4}}\nvariants: {p: {algo: ppo}}\n", "budget must be a number"),
         ("- a list\n", "must hold a mapping"),
         ("envs: {CartPole-v1: {delays: [0]}}\nvariants: !!python/object:os.system {}\n", "not plain YAML data"),
     ],
@@ -142,6 +155,7 @@ def test_the_studys_grids_are_the_benchmark_the_issue_describes():
     assert {cell.agent for cell in cells if cell.delay == 0} == {"ppo", "delayed_ez", "pwm"}
     assert all("--init-action" in cell.delay_args for cell in cells if cell.delay > 0)
     assert len(cells) == 3 * (3 + 3 * 7) + 3 * (3 + 2 * 6)
+    assert load_grid(GRID).budgets == {"CartPole-v1": 20000, "MinAtar/Breakout-v1": 50000}
     quick = load_grid(QUICK_GRID).cells()
     assert {(cell.env_id, cell.delay, cell.seed) for cell in quick} == {("CartPole-v1", 0, 0), ("CartPole-v1", 5, 0)}
     assert len(quick) == 3 + 6
