@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -45,7 +46,7 @@ from delayzoo.zoo.sb3_files import load_sb3_model
 from delayzoo.zoo.scores import atari_game, human_normalized
 from delayzoo.zoo.trust import check_names, parse_kwargs
 
-__all__ = ["evaluate_model", "evaluate_run", "load_for_acting", "main", "make_eval_env"]
+__all__ = ["Actor", "evaluate_model", "evaluate_run", "load_for_acting", "main", "make_eval_env"]
 
 _LOAD_WITHOUT_UNPICKLING = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
 """Saved training schedules of Stable-Baselines3 models are replaced instead of unpickled: evaluation
@@ -125,13 +126,22 @@ def load_for_acting(
     return load_sb3_model(algorithm, path, env, run.config.get("policy", "MlpPolicy"), policy_kwargs, device)
 
 
-def evaluate_model(model: BaseAlgorithm, env: VecEnv, seeds: Sequence[int], deterministic: bool) -> list[float]:
+class Actor(Protocol):
+    """What :func:`evaluate_model` plays: anything with a Stable-Baselines3 model's ``predict``."""
+
+    def predict(
+        self, observation: Any, state: Any = None, episode_start: Any = None, deterministic: bool = False
+    ) -> tuple[Any, Any]:
+        """``(actions, state)`` for a batch of observations."""
+
+
+def evaluate_model(model: Actor, env: VecEnv, seeds: Sequence[int], deterministic: bool) -> list[float]:
     """The score of one whole episode per seed (``info["episode"]["r"]`` of the env's monitor).
 
     Episodes run ``env.num_envs`` at a time; env ``i`` of a batch is reset with the batch's ``i``-th seed.
     The policy's recurrent state restarts at episode ends and at life losses (``info["life_loss"]``).
 
-    :param model: any SB3-style model (``predict`` with ``state`` and ``episode_start``)
+    :param model: any SB3-style model (``predict`` with ``state`` and ``episode_start``), or random play
     :param env: the vector env from :func:`make_eval_env`
     :param seeds: consecutive integers, one per episode
     :param deterministic: greedy actions
@@ -146,7 +156,7 @@ def evaluate_model(model: BaseAlgorithm, env: VecEnv, seeds: Sequence[int], dete
         results: list[float | None] = [None] * len(batch)
         while any(result is None for result in results):
             action, state = model.predict(
-                obs,  # type: ignore[arg-type]  # a VecEnv's observations: arrays or dicts of arrays
+                obs,
                 state=state,
                 episode_start=episode_start,
                 deterministic=deterministic,

@@ -11,10 +11,13 @@ of at most 0, 2, 5 and 10 steps and MinAtar/Breakout-v1 at 0, 5 and 10 (p = 0.2,
 at reset); PPO without and with the pending view, DelayedEZ with its forward model and the paper's
 Oblivious-EZ, PWM in forecast, augmented (CartPole only) and oblivious mode; seeds 0, 1 and 2. At delay
 0 each algorithm runs once. Every checkpoint of every run is evaluated on ``--eval-n-episodes`` (16)
-episodes; then :mod:`delayzoo.zoo.plot` ``--by-delay`` writes, under ``<log folder>/plots`` (``-o``), one
-PNG per env (final return, the mean of the last 3 evaluations, against the maximum delay, with 95%
-bootstrap intervals over seeds) and ``by-delay.md`` (the same numbers and the fraction of its delay-0
-return each agent keeps).
+episodes, and :mod:`delayzoo.zoo.random_play` plays each env and delay at random by the same protocol
+(``<log folder>/random-play.csv``); then :mod:`delayzoo.zoo.plot` ``--by-delay --grid`` writes, under
+``<log folder>/plots`` (``-o``), per env the final return (the mean of the last 3 evaluations) against the
+maximum delay with 95% bootstrap intervals over seeds, the learning curves, and the return at the env's
+``budget:`` (CartPole-v1 20k env steps, MinAtar/Breakout-v1 50k: every agent at an equal budget), with
+``by-delay.md`` and ``at-steps.md`` (the same numbers and the fraction of its delay-0 return each agent
+keeps). An env's ``seeds:`` in the grid file gives it other seeds than the grid's.
 
 The study resumes cell by cell: launch the same command again after an interruption, or on another
 machine from committed results (a cell whose eval CSV is complete counts as done without its model).
@@ -34,7 +37,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from delayzoo.zoo import plot, sweep
+from delayzoo.zoo import plot, random_play, sweep
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.grid import Cell, load_grid
 
@@ -106,12 +109,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     code = sweep.main([*sweep_argv, "--eval-checkpoints", "all", *extra], prog=f"{prog} (sweep)")
     if code == 2 or "--dry-run" in extra or not args.log_folder.is_dir():
         return code
-    output = args.output_dir or args.log_folder / "plots"
-    plotted = plot.main(
-        ["-f", str(args.log_folder), "--by-delay", "-o", str(output), "--n-bootstrap", str(args.n_bootstrap)],
-        prog=f"{prog} (plot)",
+    played = random_play.main(
+        ["-f", str(args.log_folder), "-n", str(args.eval_n_episodes)], prog=f"{prog} (random play)"
     )
-    return code or plotted
+    output = args.output_dir or args.log_folder / "plots"
+    plot_argv = ["-f", str(args.log_folder), "--by-delay", "--grid", str(grid), "-o", str(output)]
+    plotted = plot.main([*plot_argv, "--n-bootstrap", str(args.n_bootstrap)], prog=f"{prog} (plot)")
+    return code or played or plotted
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
-"""The delay benchmark's committed results regenerate its committed figures and table exactly.
+"""The delay benchmark's committed results regenerate its committed figures and tables exactly.
 
-``docs/results/delay-benchmark/`` holds each finished cell's record, configuration and evaluation CSV;
-``python -m delayzoo.zoo.plot --by-delay -f docs/results/delay-benchmark -o <dir>`` must draw the same
-pixels as the PNGs under ``docs/results/delay-benchmark-figures/`` (PNG metadata such as the matplotlib
-version aside) and write the same table, byte for byte, which ``docs/delay-benchmark.md`` shows.
+``docs/results/delay-benchmark/`` holds each finished cell's record, configuration and evaluation CSV, and
+random play's returns (``random-play.csv``); ``python -m delayzoo.zoo.plot --by-delay -f
+docs/results/delay-benchmark -o <dir> --at-steps CartPole-v1=20000 --at-steps MinAtar/Breakout-v1=50000``
+must draw the same pixels as the PNGs under ``docs/results/delay-benchmark-figures/`` (final return, equal
+budget, learning curves; PNG metadata such as the matplotlib version aside) and write the same tables, byte
+for byte, which ``docs/delay-benchmark.md`` shows.
 """
 
 from __future__ import annotations
@@ -12,26 +14,51 @@ import matplotlib.image
 import numpy as np
 
 from delayzoo.zoo import plot
+from delayzoo.zoo.grid import load_grid
+from delayzoo.zoo.random_play import read_random_play
+from delayzoo.zoo.study import GRID
 from tests.docs.blocks import REPO
 
 RESULTS = REPO / "docs" / "results" / "delay-benchmark"
 FIGURES = REPO / "docs" / "results" / "delay-benchmark-figures"
+BUDGETS = ["--at-steps", "CartPole-v1=20000", "--at-steps", "MinAtar/Breakout-v1=50000"]
 
 
 def test_the_committed_results_regenerate_the_committed_table_and_figures(tmp_path):
-    assert plot.main(["--by-delay", "-f", str(RESULTS), "-o", str(tmp_path)]) == 0
+    assert plot.main(["--by-delay", "-f", str(RESULTS), "-o", str(tmp_path), *BUDGETS]) == 0
     committed = sorted(path.name for path in FIGURES.iterdir())
     assert sorted(path.name for path in tmp_path.iterdir()) == committed
-    assert (tmp_path / "by-delay.md").read_bytes() == (FIGURES / "by-delay.md").read_bytes()
+    assert "CartPole-v1-curves.png" in committed and "MinAtar-Breakout-v1-at-50000-steps.png" in committed
+    for table in ("by-delay.md", "at-steps.md"):
+        assert (tmp_path / table).read_bytes() == (FIGURES / table).read_bytes(), f"{table} differs"
     for name in committed:
         if name.endswith(".png"):
             drawn, kept = matplotlib.image.imread(tmp_path / name), matplotlib.image.imread(FIGURES / name)
             assert drawn.shape == kept.shape and np.array_equal(drawn, kept), f"{name} differs from the committed one"
 
 
-def test_the_benchmark_page_shows_the_committed_table_and_figures():
+def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_from_the_csvs():
+    """Every agent at 20k CartPole-v1 steps, seeds 0-2 (the numbers issue 39 read by hand from the CSVs);
+    every cell has its checkpoint at the grid's budget, PPO's included."""
+    assert load_grid(GRID).budgets == {"CartPole-v1": 20000, "MinAtar/Breakout-v1": 50000}
+    table = (FIGURES / "at-steps.md").read_text()
+    assert table.count("(not in the table): none.") == 2
+    cartpole = table.split("\n\n")[1]  # the returns of the CartPole-v1 section
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in cartpole.splitlines()[2:]}
+    expected = {
+        "pwm-forecast": ["489.9", "498.5", "498.0", "314.4"],
+        "ppo+view": ["383.2", "380.9", "284.2", "134.8"],
+        "dez-forward": ["231.5", "168.2", "183.7", "109.3"],
+    }
+    for agent, means in expected.items():
+        assert [cell.split(" ")[0] for cell in rows[agent][:4]] == means, agent
+    assert set(read_random_play(RESULTS)) == {"CartPole-v1", "MinAtar/Breakout-v1"}
+
+
+def test_the_benchmark_page_shows_the_committed_tables_and_figures():
     page = (REPO / "docs" / "delay-benchmark.md").read_text()
-    tables = [block.strip() for block in (FIGURES / "by-delay.md").read_text().split("\n\n") if block.startswith("|")]
-    assert tables and all(table in page for table in tables)
+    for name in ("by-delay.md", "at-steps.md"):
+        tables = [block.strip() for block in (FIGURES / name).read_text().split("\n\n") if block.startswith("|")]
+        assert tables and all(table in page for table in tables), f"the page lacks a table of {name}"
     for png in FIGURES.glob("*.png"):
         assert f"results/delay-benchmark-figures/{png.name}" in page

@@ -1,16 +1,19 @@
 """plot --by-delay on a grid file's cells: variant lines, the shared delay-0 run, the kept fraction, the last
-evaluations, and figures and tables that the same runs redraw exactly."""
+evaluations, the return at an equal budget (--at-steps, a grid file's budget and seeds), learning curves of
+resumed runs, random play, and figures and tables that the same runs redraw exactly."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 from matplotlib import image
 
 from delayzoo.zoo import plot
 from delayzoo.zoo.grid import CELL_RECORD, Cell
+from delayzoo.zoo.random_play import RANDOM_PLAY, read_random_play
 from delayzoo.zoo.runs import find_runs
 
 
@@ -84,3 +87,85 @@ def test_the_same_runs_redraw_the_same_table_byte_for_byte_and_the_same_figure_p
     first, second = (image.imread(output / "CartPole-v1-by-delay.png") for output in outputs)
     assert first.shape == second.shape and np.array_equal(first, second)
     assert plot.main(["-f", str(logs), "--by-delay", "--last", "0"]) == 2
+
+
+def _budget_study(logs: Path) -> None:
+    """Seeds 0 and 1 of two agents evaluated every 100 steps; seed 1 of pwm-forecast resumed at 150, so
+    that it has no evaluation at 200 steps."""
+    for seed in (0, 1):
+        fake_cell(logs, _variant("pwm", "pwm", 0, seed, False), [[10.0], [20.0 + seed], [30.0]])
+        fake_cell(logs, _variant("ppo+view", "ppo", 5, seed, True), [[1.0], [2.0 + seed], [100.0]])
+    fake_cell(logs, _variant("pwm-forecast", "pwm", 5, 0, True), [[5.0], [8.0], [9.0]])
+    fake_cell(logs, _variant("pwm-forecast", "pwm", 5, 1, True), [[7.0], [8.0]], steps=[150, 250])
+
+
+def test_at_steps_takes_each_runs_evaluation_at_the_budget_and_names_a_cell_without_one(tmp_path, capsys):
+    logs, output = tmp_path / "logs", tmp_path / "plots"
+    _budget_study(logs)
+    assert plot.main(["-f", str(logs), "--by-delay", "-o", str(output), "--at-steps", "CartPole-v1=200"]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {logs / 'pwm-forecast_CartPole-v1_random-walk5+view_seed1'} has no evaluation at 200" in err
+    table = (output / "at-steps.md").read_text()
+    assert table.startswith("### CartPole-v1 at 200 env steps\n")
+    assert "| ppo+view |  | 2.5 [2.0, 3.0] (2) |" in table  # the evaluation at 200, not the final 100
+    assert "| pwm-forecast | 20.5 [20.0, 21.0] (2) | 8.0 [8.0, 8.0] (1) |" in table
+    assert "at 200 env steps (not in the table): pwm-forecast_CartPole-v1_random-walk5+view_seed1." in table
+    assert "| ppo+view |  | 34.5 [34.3, 34.7] (2) |" in (output / "by-delay.md").read_text()  # last 3
+    expected = {"CartPole-v1-by-delay.png", "CartPole-v1-curves.png", "CartPole-v1-at-200-steps.png"}
+    assert expected | {"by-delay.md", "at-steps.md"} == {path.name for path in output.iterdir()}
+
+
+def test_a_grid_file_gives_the_plot_its_budgets_and_each_envs_seeds(tmp_path, capsys):
+    logs, output = tmp_path / "logs", tmp_path / "plots"
+    _budget_study(logs)
+    grid = tmp_path / "grid.yml"
+    grid.write_text(
+        "seeds: [0, 1]\ndelay_process: random-walk\nenvs:\n  CartPole-v1: {delays: [0, 5], seeds: [0], budget: 300}\n"
+        "variants:\n  ppo+view: {algo: ppo, pending_view: true}\n  pwm-forecast: {algo: pwm, pending_view: true}\n"
+    )
+    assert plot.main(["-f", str(logs), "--by-delay", "-o", str(output), "--grid", str(grid)]) == 0
+    assert "warning" not in capsys.readouterr().err
+    table = (output / "at-steps.md").read_text()
+    assert "| ppo+view |  | 100.0 [100.0, 100.0] (1) |" in table  # seed 0 only; no ppo delay-0 cell in the grid
+    assert "| pwm-forecast | 30.0 [30.0, 30.0] (1) | 9.0 [9.0, 9.0] (1) |" in table
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("CartPole-v1", "--at-steps 'CartPole-v1': expected ENV=N"),
+        ("=200", "--at-steps '=200': expected ENV=N"),
+        ("CartPole-v1=2e4", "--at-steps 'CartPole-v1=2e4': '2e4' is not an integer number of env steps"),
+        ("CartPole-v1=-200", "--at-steps 'CartPole-v1=-200': the env steps must be >= 1, got -200"),
+        ("Pendulum-v1=200", "--at-steps Pendulum-v1: no runs of that env"),
+    ],
+)
+def test_a_bad_at_steps_value_exits_2_naming_it(tmp_path, capsys, value, message):
+    logs = tmp_path / "logs"
+    _budget_study(logs)
+    assert plot.main(["-f", str(logs), "--by-delay", "-o", str(tmp_path / "plots"), "--at-steps", value]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "plots").exists()
+
+
+def test_curves_line_up_runs_by_step_value_with_a_band_only_where_two_runs_have_data():
+    resumed = (np.array([150.0, 250.0]), np.array([7.0, 9.0]))
+    steps, mean, low, high = plot._mean_band([(np.array([100.0, 200.0, 300.0]), np.array([1.0, 2.0, 3.0])), resumed])
+    assert steps.tolist() == [100, 150, 200, 250, 300]
+    assert mean.tolist() == [1.0, 4.25, 5.0, 5.75, 3.0]  # 150: (1.5 + 7) / 2, 200: (2 + 8) / 2
+    assert np.isnan(low[[0, 4]]).all() and low[1:4].tolist() == [1.5, 2.0, 2.5] and high[1:4].tolist() == [7, 8, 9]
+
+
+def test_random_play_is_read_from_the_log_folder_and_drawn_as_a_row_of_the_tables(tmp_path, capsys):
+    logs, output = tmp_path / "logs", tmp_path / "plots"
+    _budget_study(logs)
+    (logs / RANDOM_PLAY).write_text("env,delay,episode_0,episode_1\nCartPole-v1,0,20,24\nCartPole-v1,5,10,11\n")
+    assert read_random_play(logs) == {"CartPole-v1": {0: [20.0, 24.0], 5: [10.0, 11.0]}}
+    assert plot.main(["-f", str(logs), "--by-delay", "-o", str(output), "--at-steps", "CartPole-v1=200"]) == 0
+    capsys.readouterr()
+    for table in ("by-delay.md", "at-steps.md"):
+        assert "| random play | 22.0 | 10.5 |" in (output / table).read_text()
+    (logs / RANDOM_PLAY).write_text("env,delay\nCartPole-v1,five\n")
+    assert plot.main(["-f", str(logs), "--by-delay", "-o", str(output)]) == 2
+    assert "a row must be env,delay,returns" in capsys.readouterr().err

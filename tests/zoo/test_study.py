@@ -9,6 +9,8 @@ import gymnasium as gym
 import pytest
 
 from delayzoo.zoo import study
+from delayzoo.zoo.grid import load_grid
+from delayzoo.zoo.random_play import read_random_play
 from delayzoo.zoo.runs import find_runs
 from tests.zoo.helpers import files_under
 
@@ -115,3 +117,18 @@ def test_quick_study_runs_end_to_end_and_writes_the_figure_and_the_table(tmp_pat
     assert len(find_runs(logs)) == 9
     assert study.main(["--quick", "-f", str(logs)]) == 0  # relaunched: every cell is done
     assert "Nothing to run: the 9 cell(s) are trained and evaluated." in capsys.readouterr().out
+
+
+def test_after_the_sweep_the_study_plays_at_random_and_plots_at_the_grids_budget(tmp_path, capsys, monkeypatch):
+    from tests.zoo.test_plot import fake_cell
+
+    grid = tmp_path / "grid.yml"
+    grid.write_text(GOOD.replace("    delays: [0, 2]\n", "    delays: [0, 2]\n    budget: 200\n"))
+    logs = tmp_path / "logs"
+    for cell in load_grid(grid).cells():
+        fake_cell(logs, cell, [[10.0, 12.0], [20.0, 22.0], [30.0, 32.0]])
+    monkeypatch.setattr(study.sweep, "main", lambda argv, prog: 0)
+    assert study.main(["--grid", str(grid), "-f", str(logs), "--eval-n-episodes", "3"]) == 0
+    assert set(read_random_play(logs)) == {"CartPole-v1"} and len(read_random_play(logs)["CartPole-v1"][2]) == 3
+    assert "| ppo | 21.0 [21.0, 21.0] (1) | 21.0 [21.0, 21.0] (1) |" in (logs / "plots" / "at-steps.md").read_text()
+    assert (logs / "plots" / "CartPole-v1-curves.png").is_file()
