@@ -1,4 +1,4 @@
-"""delayzoo: reinforcement learning under stochastic execution delays.
+"""delayzoo: reinforcement learning under stochastic execution and observation delays.
 
 The agents (``PWM``, ``DelayedEZ``) are loaded on first use, so that ``import delayzoo.wrappers``
 needs neither torch nor Stable-Baselines3.
@@ -14,8 +14,10 @@ from delayzoo.wrappers import (
     ConstantDelay,
     ExecutionDelay,
     IIDDelay,
+    ObservationDelay,
     PendingActionsObservation,
     RandomWalkDelay,
+    TraceDelay,
 )
 
 if TYPE_CHECKING:
@@ -30,9 +32,11 @@ __all__ = [
     "DelayedEZ",
     "ExecutionDelay",
     "IIDDelay",
+    "ObservationDelay",
     "PWM",
     "PendingActionsObservation",
     "RandomWalkDelay",
+    "TraceDelay",
     "__version__",
 ]
 

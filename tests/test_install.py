@@ -33,6 +33,7 @@ def test_a_wheel_in_a_fresh_venv_trains_the_zoo_from_another_folder(tmp_path):
         "delayzoo/hyperparams/ppo.yml",
         "delayzoo/hyperparams/pwm.yml",
         "delayzoo/zoo/data/atari_100k_scores.csv",
+        "delayzoo/wrappers/data/example_trace.csv",
     }
     assert shipped <= set(names)
     assert any(name.startswith("delayzoo/ctree/_ctree") for name in names)

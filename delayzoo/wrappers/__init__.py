@@ -1,4 +1,4 @@
-"""Gymnasium wrappers: execution delays, the pending-action view, life loss and env factories.
+"""Gymnasium wrappers: execution and observation delays, the pending-action view, life loss and env factories.
 
 The wrappers need only Gymnasium and NumPy. The factories and the monitor are loaded when first used
 (``from delayzoo.wrappers import make_atari`` imports ``ale_py``, ``make_minatar`` the optional ``minatar``;
@@ -16,10 +16,13 @@ from delayzoo.wrappers.delay import (
     DelayProcess,
     ExecutionDelay,
     IIDDelay,
+    ObservationDelay,
     RandomWalkDelay,
+    TraceDelay,
+    example_trace_path,
 )
 from delayzoo.wrappers.life import EpisodicLife, LifeLossInfo
-from delayzoo.wrappers.pending import PendingActionsObservation, find_execution_delay
+from delayzoo.wrappers.pending import PendingActionsObservation, find_execution_delay, find_observation_delay
 
 if TYPE_CHECKING:
     from delayzoo.wrappers.atari import FrameStack, MaxPoolFrameSkip, NoopReset, make_atari
@@ -60,10 +63,14 @@ __all__ = [
     "MaxPoolFrameSkip",
     "MinAtarObservation",
     "NoopReset",
+    "ObservationDelay",
     "PendingActionsObservation",
     "RandomWalkDelay",
     "RenderedPixels",
+    "TraceDelay",
+    "example_trace_path",
     "find_execution_delay",
+    "find_observation_delay",
     "make_atari",
     "make_dmc",
     "make_minatar",

@@ -1,4 +1,4 @@
-"""Execution delay: the one home of the delay semantics (DESIGN.md section 3).
+"""Execution and observation delays: the one home of the delay semantics (DESIGN.md section 3).
 
 At step ``t`` the agent decides ``a_t``; a delay process has already announced ``d_t`` in
 ``{0..max_delay}``, so ``a_t`` is due at step ``t + d_t``. The env executes ``e_t``: the most recently
@@ -8,15 +8,22 @@ rise can leave no new action due (the previous ``e`` is executed again). After `
 ``max_delay`` filler actions decided at virtual times ``-M..-1`` with delay ``M`` fill the queue.
 
 :class:`ActionQueue` implements that rule and nothing else, so the wrapper and the agents share it;
-:class:`ExecutionDelay` is the Gymnasium wrapper around it.
+:class:`ExecutionDelay` is the Gymnasium wrapper around it. :class:`ObservationDelay` delays what the
+agent sees instead (its rule is in its docstring); both draw their delays from the same processes,
+:class:`TraceDelay` among them, which replays a recorded trace.
 """
 
 from __future__ import annotations
 
 import copy
+import csv
+import math
 import numbers
+import os
+import pathlib
+from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, SupportsFloat, runtime_checkable
+from typing import Any, Protocol, SupportsFloat, TypeVar, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -27,8 +34,12 @@ __all__ = [
     "ConstantDelay",
     "RandomWalkDelay",
     "IIDDelay",
+    "TraceDelay",
+    "example_trace_path",
     "ActionQueue",
     "ExecutionDelay",
+    "ObservationDelay",
+    "find_wrapper",
 ]
 
 
@@ -46,7 +57,7 @@ def _check_int(value: Any, name: str, low: int = 0, high: int | None = None) -> 
 
 @runtime_checkable
 class DelayProcess(Protocol):
-    """What :class:`ExecutionDelay` needs from a delay process.
+    """What :class:`ExecutionDelay` and :class:`ObservationDelay` need from a delay process.
 
     ``reset(rng)`` gives the delay of the first decision of an episode, ``step(rng)`` the delay of
     each following one; both draw randomness only from the generator they are given, so every env
@@ -157,6 +168,118 @@ class IIDDelay:
         return f"IIDDelay(values={self.values.tolist()}, probs={self.probs.tolist()})"
 
 
+class TraceDelay:
+    """Replay a recorded sequence of per-step delays, such as the latencies of a real network link.
+
+    ``reset`` starts the replay at an offset drawn from the generator when ``loop`` is true (the trace
+    then wraps around at its end, so every episode sees a different stretch of it), else at the first
+    entry, with the last entry repeated after the end. ``max_delay`` is the largest entry.
+    :meth:`from_latencies` turns measured latencies into steps, :meth:`from_csv` reads a column of a
+    file; :func:`example_trace_path` is a trace that ships with delayzoo.
+
+    >>> process = TraceDelay([2, 0, 1], loop=False)
+    >>> rng = np.random.default_rng(0)
+    >>> [process.reset(rng)] + [process.step(rng) for _ in range(4)]
+    [2, 0, 1, 1, 1]
+    """
+
+    def __init__(self, delays: Sequence[int] | np.ndarray, loop: bool = True) -> None:
+        if len(delays) == 0:
+            raise ValueError("delays must hold at least one delay, got an empty sequence")
+        self.delays = np.array([_check_int(d, f"delays[{i}]") for i, d in enumerate(delays)], dtype=np.int64)
+        self.loop = bool(loop)
+        self.max_delay = int(self.delays.max())
+        self._position = 0
+
+    @classmethod
+    def from_latencies(
+        cls,
+        latencies: Sequence[float] | np.ndarray,
+        step_duration: float,
+        max_delay: int | None = None,
+        loop: bool = True,
+    ) -> TraceDelay:
+        """The trace of measured latencies, each rounded up to whole steps of ``step_duration``.
+
+        A latency that ends inside a step is seen at the next one, hence rounding up. ``step_duration``
+        is in the latencies' unit; with ``max_delay`` each delay is capped at it.
+
+        >>> TraceDelay.from_latencies([0.0, 0.01, 0.02, 0.05, 0.3], step_duration=0.02, max_delay=5).delays.tolist()
+        [0, 1, 1, 3, 5]
+        """
+        if isinstance(step_duration, bool) or not isinstance(step_duration, numbers.Real) or not (
+            0 < float(step_duration) < math.inf
+        ):
+            raise ValueError(f"step_duration must be a positive number, got {step_duration!r}")
+        values = np.asarray(latencies, dtype=np.float64).reshape(-1)
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"latencies must be finite and >= 0, got latencies[{i}] = {latencies[i]!r}")
+        # 1e-9 of a step keeps a latency of whole steps (0.06 / 0.02 = 3.0000000000000004) at that many steps
+        steps = np.ceil(values / float(step_duration) - 1e-9).astype(np.int64)
+        if max_delay is not None:
+            steps = np.minimum(steps, _check_int(max_delay, "max_delay"))
+        return cls(steps.tolist(), loop=loop)
+
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike[str], column: str | int = "delay", loop: bool = True) -> TraceDelay:
+        """The per-step delays in ``column`` of a CSV file whose first row names the columns.
+
+        :param path: the file (:func:`example_trace_path` is one)
+        :param column: a name of the first row, or a column's index from 0
+        :param loop: as for :class:`TraceDelay`
+        """
+        with open(path, newline="") as file:
+            rows = [row for row in csv.reader(file) if row]
+        if not rows:
+            raise ValueError(f"{path} is empty; expected a row of column names, then one delay per row")
+        header, *values = rows
+        if isinstance(column, str):
+            if column not in header:
+                raise ValueError(f"{path} has no column {column!r}; its columns are {header}")
+            index = header.index(column)
+        else:
+            index = _check_int(column, "column", 0, len(header) - 1)
+        return cls([_parse_int(row[index], f"{path} line {line}") for line, row in enumerate(values, 2)], loop=loop)
+
+    def reset(self, rng: np.random.Generator) -> int:
+        self._position = int(rng.integers(len(self.delays))) if self.loop else 0
+        return int(self.delays[self._position])
+
+    def step(self, rng: np.random.Generator) -> int:
+        if self.loop:
+            self._position = (self._position + 1) % len(self.delays)
+        else:
+            self._position = min(self._position + 1, len(self.delays) - 1)
+        return int(self.delays[self._position])
+
+    def __repr__(self) -> str:
+        return f"TraceDelay(<{len(self.delays)} delays, max {self.max_delay}>, loop={self.loop})"
+
+
+def _parse_int(text: str, where: str) -> int:
+    """The integer a CSV cell holds; a number that is not an integer is the ``TypeError`` of :func:`_check_int`."""
+    try:
+        number: float = int(text)
+    except ValueError:
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError(f"the delay at {where} must be an integer, got {text!r}") from None
+    return _check_int(number, f"the delay at {where}")
+
+
+def example_trace_path() -> pathlib.Path:
+    """A per-step delay trace that ships with delayzoo, for tests and examples (``TraceDelay.from_csv(path)``).
+
+    Its columns are ``latency_ms`` and ``delay`` (the latency in 20 ms steps, rounded up, at most 6); we
+    generated it from a stated model of a congested wireless link, not from measurements:
+    ``delayzoo/wrappers/data/README.md`` gives the model and ``make_example_trace.py`` beside it remakes it.
+    """
+    return pathlib.Path(__file__).with_name("data") / "example_trace.csv"
+
+
 class ActionQueue:
     """The rule that picks the executed action, kept as a schedule of the steps ahead.
 
@@ -205,6 +328,67 @@ class ActionQueue:
 
 
 InitAction = str | Any | Callable[[Any], Any]
+_WrapperT = TypeVar("_WrapperT", bound=gym.Wrapper)
+
+
+def find_wrapper(env: gym.Env, kind: type[_WrapperT]) -> _WrapperT | None:
+    """The outermost wrapper of type ``kind`` in a stack of Gymnasium wrappers, or ``None``."""
+    while True:
+        if isinstance(env, kind):
+            return env
+        if not isinstance(env, gym.Wrapper):
+            return None
+        env = env.env
+
+
+def _as_delay_process(delay: int | DelayProcess) -> tuple[DelayProcess, int]:
+    """A wrapper's own copy of the delay process ``delay`` describes (an ``int`` is a constant), and its maximum."""
+    process: Any = delay
+    if isinstance(process, (numbers.Integral, float, bool, np.floating)):
+        process = ConstantDelay(process)  # type: ignore[arg-type]  # it raises, naming the value, for non-integers
+    for attribute in ("max_delay", "reset", "step"):
+        if not hasattr(process, attribute):
+            raise TypeError(
+                f"delay must be an int or a delay process with max_delay, reset(rng) and step(rng); "
+                f"{process!r} has no {attribute!r}"
+            )
+    return copy.deepcopy(process), _check_int(process.max_delay, "delay process max_delay")
+
+
+def _checked_delay(delay: Any, process: DelayProcess, max_delay: int) -> int:
+    """``delay`` as drawn from ``process``, or an error naming both when it is not an integer in ``[0, max_delay]``."""
+    if type(delay) is not int or not 0 <= delay <= max_delay:
+        delay = _check_int(delay, f"delay from {process!r}", 0, max_delay)
+    return delay
+
+
+def _action_layout(space: spaces.Space, wrapper: str) -> tuple[np.dtype, tuple[int, ...]]:
+    """The dtype and shape in which ``wrapper`` stores actions of ``space``; only fixed-shape spaces are supported."""
+    if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.Box)):
+        return np.dtype(space.dtype), tuple(space.shape or ())
+    raise TypeError(f"{wrapper} supports Discrete, MultiDiscrete and Box action spaces, got {space}")
+
+
+def _check_action(space: spaces.Space, shape: tuple[int, ...], dtype: np.dtype, action: Any, name: str) -> Any:
+    """``action`` as a queue stores it (an ``int``, or an array copy), or a ``ValueError`` naming it."""
+    if isinstance(space, spaces.Discrete):
+        if isinstance(action, np.ndarray) and action.shape in ((), (1,)):
+            action = action.reshape(()).item()
+        if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
+            if 0 <= action - space.start < space.n:
+                return int(action)
+        raise ValueError(f"{name} {action!r} is outside the action space {space}")
+    array = np.asarray(action)
+    if array.shape != shape or not space.contains(array.astype(dtype)):
+        raise ValueError(f"{name} {action!r} is outside the action space {space}")
+    return array.astype(dtype)  # a copy: the caller may reuse its buffer
+
+
+def _padded(actions: np.ndarray, rows: int) -> np.ndarray:
+    """``actions`` followed by zero rows up to ``rows`` rows: a fixed shape that vector envs can stack."""
+    padded = np.zeros((rows, *actions.shape[1:]), dtype=actions.dtype)
+    padded[: len(actions)] = actions
+    return padded
 
 
 class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -237,32 +421,19 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def __init__(self, env: gym.Env, delay: int | DelayProcess, init_action: InitAction = "noop") -> None:
         gym.utils.RecordConstructorArgs.__init__(self, delay=delay, init_action=init_action)
         gym.Wrapper.__init__(self, env)
-        process: Any = delay
-        if isinstance(process, (numbers.Integral, float, bool, np.floating)):
-            process = ConstantDelay(process)  # type: ignore[arg-type]  # it raises, naming the value, for non-integers
-        for attribute in ("max_delay", "reset", "step"):
-            if not hasattr(process, attribute):
-                raise TypeError(
-                    f"delay must be an int or a delay process with max_delay, reset(rng) and step(rng); "
-                    f"{process!r} has no {attribute!r}"
-                )
-        self.delay_process: DelayProcess = copy.deepcopy(process)
-        self.max_delay = _check_int(process.max_delay, "delay process max_delay")
-        self._action_dtype, self._action_shape = self._describe(env.action_space)
+        if find_wrapper(env, ObservationDelay) is not None:
+            raise ValueError(
+                "ExecutionDelay cannot wrap an ObservationDelay: actions are delayed on their way to the env, "
+                "observations on their way back; wrap as ObservationDelay(ExecutionDelay(env, delay), obs_delay)"
+            )
+        self.delay_process, self.max_delay = _as_delay_process(delay)
+        self._action_dtype, self._action_shape = _action_layout(env.action_space, "ExecutionDelay")
         self._init_action = self._check_init_action(init_action)
         self.queue = ActionQueue(self.max_delay, self._action_shape, self._action_dtype)
         self.delay_rng = np.random.default_rng()
         self._filler_space = _copy_space(env.action_space)
         self._delay = self.max_delay
         self._pending = np.zeros((0, *self._action_shape), dtype=self._action_dtype)
-
-    @staticmethod
-    def _describe(space: spaces.Space) -> tuple[np.dtype, tuple[int, ...]]:
-        if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.Box)):
-            return np.dtype(space.dtype), tuple(space.shape or ())
-        raise TypeError(
-            f"ExecutionDelay supports Discrete, MultiDiscrete and Box action spaces, got {space}"
-        )
 
     def _check_init_action(self, init_action: InitAction) -> InitAction:
         if isinstance(init_action, str):
@@ -282,19 +453,7 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return self._check_action(init_action, "init_action")
 
     def _check_action(self, action: Any, name: str = "action") -> Any:
-        """``action`` as the queue stores it (an ``int``, or an array copy), or a ``ValueError``."""
-        space = self.env.action_space
-        if isinstance(space, spaces.Discrete):
-            if isinstance(action, np.ndarray) and action.shape in ((), (1,)):
-                action = action.reshape(()).item()
-            if isinstance(action, (int, np.integer)) and not isinstance(action, bool):
-                if 0 <= action - space.start < space.n:
-                    return int(action)
-            raise ValueError(f"{name} {action!r} is outside the action space {space}")
-        array = np.asarray(action)
-        if array.shape != self._action_shape or not space.contains(array.astype(self._action_dtype)):
-            raise ValueError(f"{name} {action!r} is outside the action space {space}")
-        return array.astype(self._action_dtype)  # a copy: the caller may reuse its buffer
+        return _check_action(self.env.action_space, self._action_shape, self._action_dtype, action, name)
 
     def _fillers(self, observation: Any) -> list[Any]:
         if isinstance(self._init_action, str):
@@ -311,14 +470,10 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _announce(self, delay: Any, info: dict[str, Any]) -> None:
         """Take the next decision's delay from the process and report it with the pending queue."""
-        if type(delay) is not int or not 0 <= delay <= self.max_delay:
-            delay = _check_int(delay, f"delay from {self.delay_process!r}", 0, self.max_delay)
-        self._delay = delay
+        self._delay = _checked_delay(delay, self.delay_process, self.max_delay)
         self._pending = self.queue.forecast(self._delay)
-        padded = np.zeros((self.max_delay, *self._action_shape), dtype=self._action_dtype)
-        padded[: self._delay] = self._pending
         info["delay"] = self._delay
-        info["pending_actions"] = padded
+        info["pending_actions"] = _padded(self._pending, self.max_delay)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if seed is not None:
@@ -336,6 +491,101 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
         info["executed_action"] = executed
         self._announce(self.delay_process.step(self.delay_rng), info)
         return observation, reward, terminated, truncated, info
+
+
+Arrival = tuple[Any, float, Any]
+"""One step's ``(observation, reward, executed action)``, as :class:`ObservationDelay` delivers it."""
+
+
+class ObservationDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Show each observation some steps late, with a constant or stochastic delay; actions act at once.
+
+    The rule (reset is step 0, and shows the reset observation: ``s_0 = 0``; the process's ``reset`` value
+    is drawn and not used): at each step ``t >= 1`` the process gives ``d_t`` and the agent is shown the
+    env's observation of step ``s_t = max(s_{t-1}, t - d_t)``, so observations arrive in order and never
+    go back in time. The reward is the sum of the rewards of the steps that arrive, ``s_{t-1}+1 .. s_t``:
+    rewards travel with their observations. When the env terminates or truncates at step ``T``, every step
+    arrives (``s_T = T``): the env's final observation is shown with the rewards not yet delivered, so an
+    episode's return and length are the undelayed env's.
+
+    ``info`` holds, on reset and every step, ``"obs_delay"`` (``t - s_t``), ``"unobserved_actions"`` (the
+    actions executed at steps ``s_t+1 .. t``, oldest first, padded with zeros to ``max_delay`` rows as
+    :class:`ExecutionDelay` pads ``"pending_actions"``; :meth:`unobserved_actions` gives them unpadded) and
+    ``"arrived"`` (``(observation, reward, executed action)`` of each step that arrived, in step order: the
+    undelayed trajectory, for an agent that stores it); the env's own keys of the current step pass through.
+    Over an :class:`ExecutionDelay` (``ObservationDelay(ExecutionDelay(env, ...), ...)``, the only order:
+    actions are delayed on their way to the env, observations on their way back) the executed action is the
+    one it executed. The delay process draws from the wrapper's own generator, seeded by ``reset(seed=...)``
+    apart from an :class:`ExecutionDelay`'s, so the two delays follow different paths.
+
+    :param env: the environment whose observations are delayed.
+    :param delay: an ``int`` (constant delay) or a delay process, as for :class:`ExecutionDelay`.
+
+    >>> env = ObservationDelay(gym.make("CartPole-v1"), delay=2)
+    >>> obs, info = env.reset(seed=0)
+    >>> info["obs_delay"], info["arrived"]
+    (0, [])
+    >>> obs, reward, terminated, truncated, info = env.step(1)
+    >>> info["obs_delay"], reward, info["unobserved_actions"].tolist()
+    (1, 0.0, [1, 0])
+    """
+
+    def __init__(self, env: gym.Env, delay: int | DelayProcess) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, delay=delay)
+        gym.Wrapper.__init__(self, env)
+        from delayzoo.wrappers.pending import PendingActionsObservation  # pending.py builds on this module
+
+        if find_wrapper(env, PendingActionsObservation) is not None:
+            raise ValueError(
+                "ObservationDelay cannot wrap a PendingActionsObservation: the view shows what the delays hide; "
+                "wrap as PendingActionsObservation(ObservationDelay(env, delay))"
+            )
+        self.delay_process, self.max_delay = _as_delay_process(delay)
+        self._execution_delay = find_wrapper(env, ExecutionDelay)
+        self._action_dtype, self._action_shape = _action_layout(env.action_space, "ObservationDelay")
+        self.delay_rng = np.random.default_rng()
+        self._unseen: deque[Arrival] = deque()  # the steps s_t+1 .. t
+        self._shown: Any = None
+        self._unobserved = np.zeros((0, *self._action_shape), dtype=self._action_dtype)
+
+    def unobserved_actions(self) -> np.ndarray:
+        """The actions executed since the step of the shown observation, oldest first (``obs_delay`` rows)."""
+        return self._unobserved
+
+    def _report(self, info: dict[str, Any], arrived: list[Arrival]) -> None:
+        actions = [action for _, _, action in self._unseen]
+        self._unobserved = np.array(actions, dtype=self._action_dtype).reshape(len(actions), *self._action_shape)
+        info["obs_delay"] = len(self._unseen)
+        info["unobserved_actions"] = _padded(self._unobserved, self.max_delay)
+        info["arrived"] = arrived
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if seed is not None:  # a spawn key of its own: not the path of an ExecutionDelay seeded alike
+            self.delay_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x0B5DE1A7,)))
+        observation, info = self.env.reset(seed=seed, options=options)
+        _checked_delay(self.delay_process.reset(self.delay_rng), self.delay_process, self.max_delay)
+        self._unseen.clear()
+        self._shown = observation
+        self._report(info, [])
+        return self._show(), info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._execution_delay is None:
+            action = _check_action(self.env.action_space, self._action_shape, self._action_dtype, action, "action")
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        executed = action if self._execution_delay is None else info["executed_action"]
+        self._unseen.append((observation, float(reward), executed))
+        delay = _checked_delay(self.delay_process.step(self.delay_rng), self.delay_process, self.max_delay)
+        still_unseen = 0 if terminated or truncated else min(delay, len(self._unseen))  # t - s_t
+        arrived = [self._unseen.popleft() for _ in range(len(self._unseen) - still_unseen)]
+        if arrived:
+            self._shown = arrived[-1][0]
+        self._report(info, arrived)
+        return self._show(), sum((reward for _, reward, _ in arrived), 0.0), terminated, truncated, info
+
+    def _show(self) -> Any:
+        """A copy of the shown observation: it may be shown again, and what a user is given is theirs to change."""
+        return copy.deepcopy(self._shown)
 
 
 def _noop(space: spaces.Space) -> Any:

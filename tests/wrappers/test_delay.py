@@ -14,6 +14,7 @@ from delayzoo.wrappers import (
     ConstantDelay,
     ExecutionDelay,
     IIDDelay,
+    ObservationDelay,
     RandomWalkDelay,
 )
 
@@ -307,9 +308,10 @@ def test_action_outside_the_space_raises_and_names_it():
         box.step(np.array([3.0, 0.0], dtype=np.float32))
 
 
+@pytest.mark.parametrize("wrapper", [ExecutionDelay, ObservationDelay])
 @pytest.mark.parametrize("bad", [7, -1, 2.5])
-def test_a_custom_process_returning_a_bad_delay_is_refused(bad):
-    env = ExecutionDelay(RecordingEnv(), ScriptedDelay([1, bad], max_delay=3))
+def test_a_custom_process_returning_a_bad_delay_is_refused(bad, wrapper):
+    env = wrapper(RecordingEnv(), ScriptedDelay([1, bad], max_delay=3))
     env.reset(seed=0)
     with pytest.raises((ValueError, TypeError), match=str(bad).replace(".", r"\.")):
         env.step(1)

@@ -12,7 +12,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.monitor import Monitor
 
-from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+from delayzoo.wrappers import ExecutionDelay, ObservationDelay, PendingActionsObservation, RandomWalkDelay
 
 
 def test_observation_holds_the_unchanged_obs_the_padded_queue_and_the_delay():
@@ -117,3 +117,58 @@ def test_at_max_delay_0_the_queue_view_is_one_constant_slot_and_sb3_trains_on_it
     model = algorithm("MultiInputPolicy", env, seed=0, device="cpu", **kwargs).learn(64)
     action, _ = model.predict(env.reset(seed=1)[0], deterministic=True)
     assert env.action_space.contains(action if isinstance(action, np.ndarray) and action.ndim else int(action))
+
+
+class _Steps(gym.Env):
+    """Observation: the step count; any of 10 actions."""
+
+    action_space = spaces.Discrete(10)
+    observation_space = spaces.Box(0, 1000, shape=(1,), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.array([self.t], dtype=np.float32), 1.0, False, False, {}
+
+
+def test_over_both_delays_the_view_holds_the_unobserved_then_the_queued_actions():
+    env = PendingActionsObservation(ObservationDelay(ExecutionDelay(_Steps(), 2), 1))
+    space = env.observation_space
+    assert space["pending_actions"] == spaces.MultiDiscrete([10] * 3)
+    assert (space["delay"], space["obs_delay"]) == (spaces.Discrete(3), spaces.Discrete(2))
+    obs, _ = env.reset(seed=0)
+    views = [(obs["pending_actions"].tolist(), obs["obs_delay"], obs["delay"])]
+    for action in (3, 1, 4, 5):
+        obs, *_ = env.step(action)
+        views.append((obs["pending_actions"].tolist(), obs["obs_delay"], obs["delay"]))
+        assert space.contains(obs)
+    # executed: 0, 0 (the fillers), 3, 1; each observation one step late
+    assert views == [([0, 0, 0], 0, 2), ([0, 0, 3], 1, 2), ([0, 3, 1], 1, 2), ([3, 1, 4], 1, 2), ([1, 4, 5], 1, 2)]
+
+
+def test_over_an_observation_delay_alone_the_delay_is_always_0():
+    env = PendingActionsObservation(ObservationDelay(_Steps(), 3))
+    space = env.observation_space
+    assert sorted(space) == ["delay", "obs_delay", "observation", "pending_actions"]
+    assert space["delay"] == spaces.Discrete(1) and space["obs_delay"] == spaces.Discrete(4)
+    env.reset(seed=0)
+    views = [env.step(action)[0] for action in (7, 8, 9, 6)]
+    assert [(v["pending_actions"].tolist(), v["obs_delay"], v["delay"]) for v in views] == [
+        ([7, 0, 0], 1, 0), ([7, 8, 0], 2, 0), ([7, 8, 9], 3, 0), ([8, 9, 6], 3, 0)
+    ]
+    assert [int(v["observation"][0]) for v in views] == [0, 0, 0, 1]
+
+
+def test_box_actions_over_both_delays_are_flattened_oldest_first():
+    env = PendingActionsObservation(ObservationDelay(ExecutionDelay(gym.make("Pendulum-v1"), 1), 2))
+    assert env.observation_space["pending_actions"].shape == (3,)
+    env.reset(seed=0)
+    for action in (0.5, -1.0, 1.5):
+        obs, *_ = env.step(np.array([action], dtype=np.float32))
+    np.testing.assert_array_equal(obs["pending_actions"], np.array([0.5, -1.0, 1.5], dtype=np.float32))
+    gym_check_env(env, skip_render_check=True)
+    sb3_check_env(env, warn=False)
