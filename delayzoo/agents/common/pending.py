@@ -3,7 +3,9 @@ batched roll of a model through each env's own pending actions.
 
 The delay rule lives in :mod:`delayzoo.wrappers.delay`; the agents only read what the wrapper
 documents: ``"pending_actions"`` holds ``e_t .. e_{t+d-1}`` (padded to ``max_delay``) and ``"delay"``
-holds ``d``, so entry 0 is the action the env executes next whenever ``d > 0``.
+holds ``d``, so entry 0 is the action the env executes next whenever ``d > 0``. Over an
+:class:`~delayzoo.wrappers.ObservationDelay` the view also has ``"obs_delay"`` (``o``), and
+``"pending_actions"`` holds the ``o`` actions executed since the shown observation's step before those ``d``.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ PENDING_VIEW_KEYS = ("observation", "pending_actions", "delay")
 
 
 class PendingView(NamedTuple):
-    """A batch of pending views: ``observation`` (the env's own), ``actions`` ``(B, max_delay, *action_shape)``
-    (entries at positions ``>= delays[b]`` are padding, set to 0) and ``delays`` ``(B,)`` (long)."""
+    """A batch of pending views: ``observation`` (the one the env shows), ``actions``
+    ``(B, max_obs_delay + max_delay, *action_shape)`` (entries at positions ``>= obs_delays[b] + delays[b]``
+    are padding, set to 0), ``delays`` ``(B,)`` and ``obs_delays`` ``(B,)`` (long; zeros when the view has
+    no ``"obs_delay"``): the first ``obs_delays[b]`` actions have been executed since the observation's step."""
 
     observation: torch.Tensor
     actions: torch.Tensor
     delays: torch.Tensor
+    obs_delays: torch.Tensor
 
 
 def has_pending_view(observation_space: spaces.Space) -> bool:
@@ -40,13 +45,14 @@ def has_pending_view(observation_space: spaces.Space) -> bool:
 def read_pending_view(obs: dict[str, torch.Tensor], action_space: spaces.Space) -> PendingView:
     """The pending view of a batch of ``Dict`` observations, checked against ``action_space``.
 
-    :param obs: batched tensors under the keys of ``PENDING_VIEW_KEYS``
+    :param obs: batched tensors under the keys of ``PENDING_VIEW_KEYS``, and ``"obs_delay"`` when the view has it
     :param action_space: ``Discrete`` (pending entries are indices ``action - start``) or ``Box``
-    :return: the view, its padding (positions ``>= delay``) set to 0 whatever it held
-    :raise ValueError: for a delay outside ``[0, max_delay]`` or a pending action (before its env's
-        delay) outside the action space, naming the env, the position and the value
+    :return: the view, its padding (positions ``>= obs_delay + delay``) set to 0 whatever it held
+    :raise ValueError: for delays outside the pending actions or a pending action (before its env's
+        ``obs_delay + delay``) outside the action space, naming the env, the position and the value
     """
     delays = obs["delay"].reshape(-1).long()
+    obs_delays = obs["obs_delay"].reshape(-1).long() if "obs_delay" in obs else torch.zeros_like(delays)
     batch = delays.shape[0]
     if isinstance(action_space, spaces.Discrete):
         actions = obs["pending_actions"].reshape(batch, -1).long()
@@ -54,14 +60,16 @@ def read_pending_view(obs: dict[str, torch.Tensor], action_space: spaces.Space) 
         actions = obs["pending_actions"].reshape(batch, -1, *action_space.shape)
     else:
         raise TypeError(f"pending actions of Discrete or Box action spaces only, got {action_space}")
-    max_delay = actions.shape[1]
-    bad = (delays < 0) | (delays > max_delay)
+    size = actions.shape[1]
+    unseen = obs_delays + delays
+    bad = (delays < 0) | (obs_delays < 0) | (unseen > size)
     if bad.any():
         env = int(torch.nonzero(bad)[0])
-        raise ValueError(
-            f"delay {int(delays[env])} of env {env} is outside [0, {max_delay}] (the pending actions it has)"
-        )
-    due = torch.arange(max_delay, device=delays.device) < delays.unsqueeze(1)
+        named = f"delay {int(delays[env])}"
+        if "obs_delay" in obs:
+            named = f"obs_delay {int(obs_delays[env])} + {named}"
+        raise ValueError(f"{named} of env {env} is outside [0, {size}] (the pending actions it has)")
+    due = torch.arange(size, device=delays.device) < unseen.unsqueeze(1)
     if isinstance(action_space, spaces.Discrete):
         outside = (actions < 0) | (actions >= int(action_space.n))
     else:
@@ -77,7 +85,7 @@ def read_pending_view(obs: dict[str, torch.Tensor], action_space: spaces.Space) 
             f"is outside the action space {action_space}"
         )
     padding = ~due.view(*due.shape, *([1] * (actions.ndim - 2)))
-    return PendingView(obs["observation"], actions.masked_fill(padding, 0), delays)
+    return PendingView(obs["observation"], actions.masked_fill(padding, 0), delays, obs_delays)
 
 
 Carry = TypeVar("Carry", torch.Tensor, dict[str, torch.Tensor])
