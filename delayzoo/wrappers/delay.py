@@ -563,6 +563,7 @@ class ObservationDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if seed is not None:  # a spawn key of its own: not the path of an ExecutionDelay seeded alike
             self.delay_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x0B5DE1A7,)))
         observation, info = self.env.reset(seed=seed, options=options)
+        # the process restarts; its first delay is checked like every other, and not used (s_0 = 0)
         _checked_delay(self.delay_process.reset(self.delay_rng), self.delay_process, self.max_delay)
         self._unseen.clear()
         self._shown = observation
@@ -581,7 +582,7 @@ class ObservationDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if arrived:
             self._shown = arrived[-1][0]
         self._report(info, arrived)
-        return self._show(), sum((reward for _, reward, _ in arrived), 0.0), terminated, truncated, info
+        return self._show(), sum((step_reward for _, step_reward, _ in arrived), 0.0), terminated, truncated, info
 
     def _show(self) -> Any:
         """A copy of the shown observation: it may be shown again, and what a user is given is theirs to change."""
