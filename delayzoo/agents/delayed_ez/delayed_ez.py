@@ -61,7 +61,7 @@ from delayzoo.agents.delayed_ez.reanalysis import (
     compute_targets,
 )
 from delayzoo.agents.delayed_ez.replay import GameWriter, PrioritizedGameBuffer, ReplayBatch
-from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation
+from delayzoo.wrappers import ExecutionDelay, ObservationDelay, PendingActionsObservation
 from delayzoo.wrappers.atari import FrameStack
 
 __all__ = ["DelayedEZ"]
@@ -519,6 +519,12 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
 
     def _check_env(self, env: VecEnv) -> None:
         self._check_action_space(self.action_space)
+        if any(env.env_is_wrapped(ObservationDelay)):
+            raise ValueError(
+                "DelayedEZ does not handle an ObservationDelay: its forward model rolls only through the queued "
+                "actions of an ExecutionDelay; train an SB3 algorithm on "
+                "PendingActionsObservation(ObservationDelay(env, delay)) instead"
+            )
         delayed = env.env_is_wrapped(ExecutionDelay)
         with_view = env.env_is_wrapped(PendingActionsObservation)
         if any(d and not v for d, v in zip(delayed, with_view)):
