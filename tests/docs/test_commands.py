@@ -61,7 +61,7 @@ def _parse(module: str, argv: list[str], monkeypatch: pytest.MonkeyPatch) -> Non
         from delayzoo.zoo import study
 
         assert study.main([*argv, "--dry-run"]) == 0
-    elif module in ("delayzoo.zoo.eval", "delayzoo.zoo.plot"):
+    elif module in ("delayzoo.zoo.eval", "delayzoo.zoo.plot", "delayzoo.zoo.random_play"):
         parser = __import__(module, fromlist=["parser"]).parser
         parser().parse_args(argv)
     elif module in ("delayzoo.zoo.enjoy", "delayzoo.zoo.record_video"):
