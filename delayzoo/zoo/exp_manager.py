@@ -70,7 +70,7 @@ from delayzoo.zoo.checkpoints import (
     load_normalization,
     save_normalization,
 )
-from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
+from delayzoo.zoo.envs import FLAG_FIELDS, DelaySettings, check_env_id, env_kind, make_zoo_env
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import find_entry
 from delayzoo.zoo.replay import replay_entry
@@ -87,7 +87,7 @@ SET_BY_THE_ZOO = {
     "verbose": "--verbose",
     "tensorboard_log": "-tb",
     "ray_address": "--address",
-    "delay": "the delay flags (--delay, --delay-process, ...) or a delay: entry in the YAML file",
+    "delay": "the delay flags (--delay, --delay-process, --obs-delay, ...) or a delay: entry in the YAML file",
 }
 """Names the zoo sets itself (constructor arguments, the delay), with the flag that sets each."""
 
@@ -273,13 +273,10 @@ class DelayExperimentManager(ExperimentManager):
             hyperparams["optimize_memory_usage"] = False
 
         record = self.delay.to_record()
+        for name, field in FLAG_FIELDS.items():
+            if field in record:  # the trace and the observation delay are recorded when there are some
+                setattr(self.args, name, record[field])
         for name, value in (
-            ("delay", record["delay"]),
-            ("delay_process", record["process"]),
-            ("delay_p", record["p"]),
-            ("min_delay", record["min_delay"]),
-            ("pending_view", record["pending_view"]),
-            ("init_action", record["init_action"]),
             ("preset", self.zoo.preset),
             ("pixels", self.zoo.pixels),
             ("hyperparams_entry", key),
@@ -294,7 +291,7 @@ class DelayExperimentManager(ExperimentManager):
         if replay is not None:  # what rl_zoo3's enjoy and record_video need to replay the run (or refuse)
             wrappers = hyperparams.get("env_wrapper") or []
             saved_hyperparams["env_wrapper"] = [replay, *(wrappers if isinstance(wrappers, list) else [wrappers])]
-        print(f"Execution delay: {self.delay.label()}")
+        print(f"Delay: {self.delay.label()}")
         print("Hyperparameters:")
         pprint(saved_hyperparams)
         return hyperparams, saved_hyperparams

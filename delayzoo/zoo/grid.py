@@ -22,13 +22,17 @@ The file also gives each env its own delays and each algorithm on that env its o
       ppo+view: {algo: ppo, pending_view: true}
       pwm-forecast: {algo: pwm, pending_view: true, params: {delay_mode: forecast}}
       pwm-augmented: {algo: pwm, pending_view: true, params: {delay_mode: augmented}, envs: [CartPole-v1]}
+      ppo-obs: {algo: ppo, delay_kind: observation}   # the cell's delay delays the observations instead
 
 At delay 0 the variants of one algorithm are the same agent (no action is pending), so a grid file
 runs each algorithm once there: the cell ``<algo>_<env>_<process>0_seed<seed>``, on the undelayed env
 (no delay wrapper, so the entries it names must have no ``delay:`` mapping), without the view and
 without the variants' ``-params``; :mod:`delayzoo.zoo.plot` draws it at delay 0 on every line of that
 algorithm. ``delay_aware`` (default: ``pending_view``) says whether a variant is drawn solid (it uses
-the pending actions) or dashed (delay-oblivious).
+the pending actions) or dashed (delay-oblivious). ``delay_kind: observation`` (default: ``execution``)
+makes a variant's delays observation delays (``--obs-delay D --obs-delay-process <delay_process>``;
+``delay_args`` apply to execution delays only): its cells are named with ``obs-`` before the delay
+(``ppo-obs_CartPole-v1_obs-random-walk5_seed0``) and :mod:`delayzoo.zoo.plot` marks its line.
 
 Each cell records what it is in ``<cell folder>/cell.yml`` (:data:`CELL_RECORD`): label, algorithm,
 env, delay, seed, params, and the CPU seconds its commands took, which the sweep uses to project the
@@ -46,7 +50,7 @@ from typing import Any
 import yaml
 from huggingface_sb3 import EnvironmentName
 
-from delayzoo.zoo.envs import PROCESSES
+from delayzoo.zoo.envs import KINDS, PROCESSES
 from delayzoo.zoo.errors import ZooError
 
 __all__ = ["CELL_RECORD", "Cell", "Grid", "Variant", "load_grid", "read_cell_record", "sweep_grid"]
@@ -65,6 +69,7 @@ class Variant:
     :param pending_view: it observes the pending actions (``--pending-view``; else ``--no-pending-view``)
     :param delay_aware: drawn as a delay-aware agent (default: ``pending_view``)
     :param envs: the envs it runs on (``None``: all of the grid's)
+    :param delay_kind: ``"execution"`` or ``"observation"``: what its cells' delays delay
     """
 
     label: str
@@ -73,6 +78,7 @@ class Variant:
     pending_view: bool = False
     delay_aware: bool | None = None
     envs: tuple[str, ...] | None = None
+    delay_kind: str = "execution"
 
     @property
     def aware(self) -> bool:
@@ -85,8 +91,9 @@ class Cell:
     """One cell of a grid: an agent on an env at one delay setting and seed.
 
     ``label`` is ``None`` for a plain sweep's cells (the agent is ``algo`` with the sweep's flags);
-    a grid file's cells carry their variant's label, ``params``, ``args`` (the env's train flags for ``algo``)
-    and ``eval_args`` (its eval flags there).
+    a grid file's cells carry their variant's label, ``params``, ``args`` (the env's train flags for ``algo``),
+    ``eval_args`` (its eval flags there) and ``delay_kind`` (what ``delay`` delays: ``"execution"`` or
+    ``"observation"``).
     """
 
     algo: str
@@ -101,6 +108,7 @@ class Cell:
     delay_aware: bool | None = None
     delay_args: tuple[str, ...] = ()
     eval_args: tuple[str, ...] = ()
+    delay_kind: str = "execution"
 
     @property
     def agent(self) -> str:
@@ -110,15 +118,18 @@ class Cell:
     @property
     def name(self) -> str:
         """The cell folder's name: ``ppo_CartPole-v1_delay2_seed0``,
-        ``pwm-forecast_CartPole-v1_random-walk5+view_seed1``."""
+        ``pwm-forecast_CartPole-v1_random-walk5+view_seed1``, ``ppo-obs_CartPole-v1_obs-delay2_seed0``."""
         delay = f"delay{self.delay}" if self.process == "constant" else f"{self.process}{self.delay}"
+        kind = "obs-" if self.delay_kind == "observation" else ""
         view = "+view" if self.pending_view else ""
-        return f"{self.agent}_{EnvironmentName(self.env_id)}_{delay}{view}_seed{self.seed}"
+        return f"{self.agent}_{EnvironmentName(self.env_id)}_{kind}{delay}{view}_seed{self.seed}"
 
     def train_args(self, log_folder: Path) -> list[str]:
         """The cell's own ``train`` flags (the sweep adds ``args``, the passed-through ones and ``params``)."""
         args = ["--algo", self.algo, "--env", self.env_id, "--seed", str(self.seed), "-f", str(log_folder / self.name)]
-        if self.label is None or self.delay > 0:  # a grid file's delay-0 cell runs the undelayed env
+        if self.delay_kind == "observation":
+            args += ["--obs-delay", str(self.delay), "--obs-delay-process", self.process]
+        elif self.label is None or self.delay > 0:  # a grid file's delay-0 cell runs the undelayed env
             args += ["--delay", str(self.delay), "--delay-process", self.process, *self.delay_args]
         if self.pending_view:
             return [*args, "--pending-view"]
@@ -131,6 +142,7 @@ class Cell:
             "algo": self.algo,
             "env": self.env_id,
             "delay": self.delay,
+            "delay_kind": self.delay_kind,
             "process": self.process,
             "pending_view": self.pending_view,
             "delay_aware": self.pending_view if self.delay_aware is None else self.delay_aware,
@@ -158,14 +170,17 @@ def sweep_grid(
     seeds: Sequence[int],
     processes: Sequence[str] = ("constant",),
     pending_view: bool = False,
+    delay_kind: str = "execution",
 ) -> list[Cell]:
-    """The cells of a plain sweep, in order (duplicates dropped); a :class:`ZooError` when an axis is empty."""
+    """The cells of a plain sweep, in order (duplicates dropped); a :class:`ZooError` when an axis is empty.
+
+    ``delay_kind`` says what the delays delay (``"execution"`` or ``"observation"``)."""
     axes = {"--algos": algos, "--envs": envs, "--delays": delays, "--seeds": seeds, "--delay-process": processes}
     empty = [flag for flag, values in axes.items() if not values]
     if empty:
         raise ZooError(f"empty grid: {', '.join(empty)} {'has' if len(empty) == 1 else 'have'} no values")
     cells = [
-        Cell(algo, env_id, delay, process, pending_view, seed)
+        Cell(algo, env_id, delay, process, pending_view, seed, delay_kind=delay_kind)
         for algo, env_id, process, delay, seed in itertools.product(algos, envs, processes, delays, seeds)
     ]
     return list(dict.fromkeys(cells))
@@ -234,8 +249,9 @@ class Grid:
                         variant.params,
                         self._args(env_id, variant.algo),
                         variant.aware,
-                        self.delay_args,
+                        self.delay_args if variant.delay_kind == "execution" else (),
                         self._eval_args(env_id, variant.algo),
+                        variant.delay_kind,
                     )
                     for variant in variants
                 ]
@@ -332,11 +348,14 @@ def load_grid(path: str | Path) -> Grid:
     variants = []
     for label, entry in variants_entry.items():
         where = f"{path}: variants.{label}"
-        fields = {"algo", "params", "pending_view", "delay_aware", "envs"}
+        fields = {"algo", "params", "pending_view", "delay_aware", "envs", "delay_kind"}
         if not isinstance(entry, dict) or "algo" not in entry or set(entry) - fields:
             raise ZooError(f"{where} must be a mapping with algo (and {sorted(fields - {'algo'})}), got {entry!r}")
         if not str(label) or any(char in str(label) for char in "/_ "):
             raise ZooError(f"{where}: a label may not be empty or hold '/', '_' or spaces (it names cell folders)")
+        delay_kind = entry.get("delay_kind", "execution")
+        if delay_kind not in KINDS:
+            raise ZooError(f"{where}.delay_kind must be one of {list(KINDS)}, got {delay_kind!r}")
         only = entry.get("envs")
         if only is not None and (not isinstance(only, list) or set(only) - set(envs)):
             raise ZooError(f"{where}.envs must list some of the grid's envs {list(envs)}, got {only!r}")
@@ -348,6 +367,7 @@ def load_grid(path: str | Path) -> Grid:
                 bool(entry.get("pending_view", False)),
                 entry.get("delay_aware"),
                 None if only is None else tuple(only),
+                delay_kind,
             )
         )
     seeds = _seeds(content.get("seeds", [0]), f"{path}: seeds")

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from delayzoo.zoo.envs import TRACE
 from delayzoo.zoo.errors import ZooError, one_line
 from delayzoo.zoo.grid import CELL_RECORD, load_grid, read_cell_record
 from delayzoo.zoo.random_play import read_random_play
@@ -255,24 +256,36 @@ def _delay_line(run: Run) -> tuple[int, str, bool, bool]:
     a grid file's delay-0 cell (drawn on every line of its algorithm).
 
     A run made by a sweep from a grid file has its cell's record (:data:`~delayzoo.zoo.grid.CELL_RECORD`):
-    its line is the cell's agent. Other runs: the algorithm and the delay setting but the value, a run
-    without delay at delay 0.
+    its line is the cell's agent, marked ``(obs delay)`` when the cell's delay is an observation delay.
+    Other runs: the algorithm and the delay setting but the value (the execution delay's; the observation
+    delay's, marked ``obs-delay``, for a run without execution delay), a run without delay at delay 0.
     """
     record = read_cell_record(run.path.parents[1])
     if record.get("label"):
         delay, label = int(record["delay"]), str(record["label"])
-        return delay, label, bool(record["delay_aware"]), delay == 0 and label == run.algo
+        shared = delay == 0 and label == run.algo
+        if record.get("delay_kind", "execution") == "observation" and not shared:
+            label += " (obs delay)"
+        return delay, label, bool(record["delay_aware"]), shared
     settings = run.delay_settings().resolved()
-    if settings.delay is None:
+    if not settings.delayed:
         return 0, run.algo, False, False
-    if settings.process == "random-walk":
-        variant = f" (random-walk from {settings.min_delay}, p={settings.p:g})"
-    elif settings.process == "iid":
-        variant = f" (iid from {settings.min_delay})"
+    execution, observation = settings.execution, settings.observation
+    shown = execution if execution.given else observation  # the delay on the x axis
+    if shown.process == "random-walk":
+        variant = f" (random-walk from {shown.min_delay}, p={shown.p:g})"
+    elif shown.process == "iid":
+        variant = f" (iid from {shown.min_delay})"
+    elif shown.process == TRACE:
+        variant = f" (trace {Path(str(shown.trace)).name})"
     else:
         variant = ""
+    if shown is observation:
+        variant = " obs-delay" + variant
+    elif observation.given:
+        variant += f" ({observation.label()})"
     label = run.algo + variant + (" +view" if settings.pending_view else "")
-    return settings.delay, label, settings.pending_view, False
+    return shown.delay or 0, label, settings.pending_view, False
 
 
 def delay_results(

@@ -1,13 +1,14 @@
 """How a zoo run tells tools that replay it from its ``config.yml`` (rl_zoo3's ``enjoy`` and
-``record_video``) to rebuild its execution delay, or to refuse.
+``record_video``) to rebuild its delays, or to refuse.
 
 rl_zoo3's tools make a run's env as ``gym.make(env id, **env_kwargs)`` -> ``Monitor`` -> the wrappers
 listed under ``env_wrapper`` in ``config.yml``. The zoo writes one more entry first in that list
 (:func:`replay_entry`):
 
 - plain Gymnasium envs under a delay: :func:`replay_zoo_stack` with the run's delay settings, which
-  puts the same :class:`~delayzoo.wrappers.ExecutionDelay` (and pending view) over the env, so the
-  agent plays under the delay it was trained with instead of none;
+  puts the same :class:`~delayzoo.wrappers.ExecutionDelay`, :class:`~delayzoo.wrappers.ObservationDelay`
+  and pending view over the env (each as the run had it), so the agent plays under the delays it was
+  trained with instead of none;
 - ALE and ``dm_control/`` envs, made by delayzoo's factories (frame skip, resizing, action repeat,
   life loss...) that these tools do not rebuild: :data:`FACTORY_ENV`, a name whose look-up raises a
   ``ValueError`` saying to use ``python -m delayzoo.zoo.enjoy``, before any env is made;
@@ -48,7 +49,7 @@ _REFUSALS = {
 
 
 def replay_zoo_stack(env: gym.Env, **delay: Any) -> gym.Env:
-    """Put a zoo run's execution delay over the env a replay tool made (``Monitor(gym.make(env id))``).
+    """Put a zoo run's delays over the env a replay tool made (``Monitor(gym.make(env id))``).
 
     :param env: the env the tool made
     :param delay: the run's :class:`~delayzoo.zoo.envs.DelaySettings` fields (``delay``, ``process``, ``p``, ...)
@@ -68,7 +69,7 @@ def replay_entry(kind: str, delay: DelaySettings, normalized: bool = False) -> d
         return {FACTORY_ENV: {"kind": kind}}
     if normalized:
         return {NORMALIZED_RUN: {}}
-    if delay.delay is None:
+    if not delay.delayed:
         return None
     return {REPLAY_STACK: delay.to_record()}
 

@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 from huggingface_sb3 import EnvironmentName
 
-from delayzoo.zoo.envs import DelaySettings
+from delayzoo.zoo.envs import FLAG_FIELDS, DelaySettings
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.replay import is_replay_entry
 
@@ -132,16 +132,8 @@ class Run:
 
     def delay_settings(self) -> DelaySettings:
         """The :class:`~delayzoo.zoo.envs.DelaySettings` recorded in ``args.yml`` (none for plain rl_zoo3 runs)."""
-        if self.args.get("delay") is None:
-            return DelaySettings()
-        return DelaySettings(
-            delay=self.args["delay"],
-            process=self.args.get("delay_process", "constant"),
-            p=self.args.get("delay_p"),
-            min_delay=self.args.get("min_delay"),
-            pending_view=bool(self.args.get("pending_view", False)),
-            init_action=self.args.get("init_action", "noop"),
-        )
+        recorded = {field: self.args.get(name) for name, field in FLAG_FIELDS.items()}
+        return DelaySettings(**{field: value for field, value in recorded.items() if value is not None})
 
     def env_wrappers(self) -> list[Any] | None:
         """The ``env_wrapper`` entries of the YAML entry (``config.yml`` less the zoo's own replay entry)."""

@@ -11,6 +11,8 @@ followed by ``python -m delayzoo.zoo.eval`` of that run, each in its own process
 (``--cpus-per-run``, ``--gpus-per-run``, fractions allowed), so that a run that crashes or is killed
 takes no other run down. Every other flag (``-n``, ``--save-freq``, ``-params``, ``--preset``,
 ``--delay-p``, ...) goes to every ``train``. ``--pending-view`` gives every cell the pending actions.
+``--delay-kind observation`` makes the delays observation delays (``--obs-delay D --obs-delay-process P``),
+and the cells' names say so (``ppo_CartPole-v1_obs-delay2_seed0``).
 
 A cell's folder is ``<log folder>/<algo>_<env>_<delay>_seed<seed>/`` (``ppo_CartPole-v1_delay2_seed0``),
 holding rl_zoo3's usual ``<algo>/<env>_<id>/`` run folder, ``eval_result/`` and the cell's log
@@ -57,7 +59,7 @@ import yaml
 
 from delayzoo.agents.common.parent_death import set_parent_death_signal
 from delayzoo.agents.common.ray_connect import UnreachableClusterError, connect, import_ray
-from delayzoo.zoo.envs import PROCESSES
+from delayzoo.zoo.envs import KINDS, PROCESSES
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.grid import CELL_RECORD, Cell, load_grid, read_cell_record, sweep_grid
 from delayzoo.zoo.runs import Run, find_runs
@@ -83,6 +85,8 @@ _SET_BY_THE_SWEEP = {
     "--seed": "--seeds",
     "--delay": "--delays",
     "--delay-process": "--delay-process (a sweep flag)",
+    "--obs-delay": "--delay-kind observation with --delays (sweep flags), or a grid variant's delay_kind",
+    "--obs-delay-process": "--delay-kind observation with --delay-process (sweep flags)",
     "--pending-view": "--pending-view (a sweep flag)",
     "-f": "-f (a sweep flag)",
     "--log-folder": "-f (a sweep flag)",
@@ -161,7 +165,7 @@ def check_cells(cells: Sequence[Cell], extra: Sequence[str], log_folder: Path) -
         train._check(own, train._peek_parser().parse_known_args(rest)[0])  # the checks train runs first
 
 
-_GRID_AXES = ("algos", "envs", "delays", "seeds", "delay_process", "pending_view")
+_GRID_AXES = ("algos", "envs", "delays", "seeds", "delay_process", "delay_kind", "pending_view")
 """The flags that make a plain sweep's grid, which ``--grid`` replaces."""
 
 
@@ -204,6 +208,7 @@ def grid_cells(args: argparse.Namespace) -> list[Cell]:
         args.seeds if args.seeds is not None else [0],
         args.delay_process or ["constant"],
         bool(args.pending_view),
+        args.delay_kind or "execution",
     )
 
 
@@ -602,6 +607,12 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     grid.add_argument("--envs", nargs="+", help="Gymnasium env ids")
     grid.add_argument("--delays", nargs="+", type=int, help="maximum delays in steps (default: 0)")
     grid.add_argument("--delay-process", nargs="+", choices=PROCESSES, help="delay processes (default: constant)")
+    grid.add_argument(
+        "--delay-kind",
+        choices=KINDS,
+        help="what the delays delay: the actions (execution, the default) or the observations (observation: "
+        "--obs-delay D in every train command, cells named obs-<delay>)",
+    )
     grid.add_argument("--pending-view", action="store_true", help="every cell observes the pending actions")
     grid.add_argument("--seeds", nargs="+", type=int, help="training seeds (default: 0)")
     grid.add_argument(

@@ -1,4 +1,4 @@
-"""Train any zoo algorithm on any env, with execution delays: rl_zoo3's ``train`` plus delay flags.
+"""Train any zoo algorithm on any env, with execution and observation delays: rl_zoo3's ``train`` plus delay flags.
 
 Every rl_zoo3 flag works (``-n``, ``--seed``, ``-f``, ``-tb``, ``--eval-freq``, ``--save-freq``,
 ``-params``, ``-conf``, ``-P``, ``-optimize``, ...). The zoo adds::
@@ -7,7 +7,14 @@ Every rl_zoo3 flag works (``-n``, ``--seed``, ``-f``, ``-tb``, ``--eval-freq``, 
     --delay-process {constant,random-walk,iid}  how the delay evolves (default: constant)
     --delay-p P                                 random walk: probability of -1 and of +1 per step (0.2)
     --min-delay N                               random walk / iid: smallest delay (0)
-    --pending-view                              observe the pending actions (Dict observations)
+    --delay-trace FILE                          execution delays replayed from a CSV file's delay column
+    --obs-delay N                               maximum observation delay (steps)
+    --obs-delay-process {constant,random-walk,iid}  how it evolves (default: constant)
+    --obs-delay-p P                             its random walk: probability of -1 and of +1 per step (0.2)
+    --obs-min-delay N                           its random walk / iid: smallest delay (0)
+    --obs-delay-trace FILE                      observation delays replayed from a CSV file's delay column
+    --pending-view                              observe the pending (unobserved and queued) actions (Dict
+                                                observations)
     --no-pending-view                           don't, even where the --preset entry's delay: says so
     --init-action {noop,random}                 what fills the delay queue at reset (noop)
     --preset NAME                               use the YAML entry "<env id>@NAME" (e.g. CartPole-v1@delayed)
@@ -46,21 +53,19 @@ from rl_zoo3.hyperparams_opt import HYPERPARAMS_SAMPLER
 
 from delayzoo.agents.common.ray_connect import check_address
 from delayzoo.zoo.algos import OUR_ALGOS, load_algorithm
-from delayzoo.zoo.envs import INIT_ACTIONS, PROCESSES, DelaySettings, check_env_id, env_kind, import_gym_packages
+from delayzoo.zoo.envs import (
+    FLAG_FIELDS,
+    INIT_ACTIONS,
+    PROCESSES,
+    DelaySettings,
+    check_env_id,
+    env_kind,
+    import_gym_packages,
+)
 from delayzoo.zoo.errors import ZooError, check_device_flag, one_line
 from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
 
 __all__ = ["main", "zoo_parser"]
-
-_DELAY_FIELDS = {
-    "delay": "delay",
-    "delay_process": "process",
-    "delay_p": "p",
-    "min_delay": "min_delay",
-    "pending_view": "pending_view",
-    "init_action": "init_action",
-}
-
 
 def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The parser of the zoo's own flags (the rest goes to rl_zoo3's parser)."""
@@ -70,6 +75,9 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
     group.add_argument("--delay-process", choices=PROCESSES, help="how the delay evolves (default: constant)")
     group.add_argument("--delay-p", type=float, help="random walk: probability of -1 and of +1 per step (default 0.2)")
     group.add_argument("--min-delay", type=int, help="random walk / iid: the smallest delay (default 0)")
+    group.add_argument(
+        "--delay-trace", metavar="FILE", help="replay the delays of a CSV file's delay column (instead of --delay)"
+    )
     group.add_argument("--pending-view", action="store_const", const=True, help="observe the pending actions")
     group.add_argument(
         "--no-pending-view",
@@ -79,6 +87,18 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="do not observe them, whatever the entry's delay: mapping says (a --preset's pending_view: true)",
     )
     group.add_argument("--init-action", choices=INIT_ACTIONS, help="delay queue filler at reset (default: noop)")
+    observation = parser.add_argument_group("observation delay (delayzoo)")
+    observation.add_argument("--obs-delay", type=int, help="maximum observation delay in steps")
+    observation.add_argument(
+        "--obs-delay-process", choices=PROCESSES, help="how the observation delay evolves (default: constant)"
+    )
+    observation.add_argument(
+        "--obs-delay-p", type=float, help="its random walk: probability of -1 and of +1 per step (default 0.2)"
+    )
+    observation.add_argument("--obs-min-delay", type=int, help="its random walk / iid: the smallest delay (default 0)")
+    observation.add_argument(
+        "--obs-delay-trace", metavar="FILE", help="replay the observation delays of a CSV file's delay column"
+    )
     other = parser.add_argument_group("delayzoo")
     other.add_argument("--preset", help="use the hyperparameter entry '<env id>@PRESET' (with its delay: settings)")
     other.add_argument("--pixels", action="store_true", help="DeepMind Control tasks as images (dm_control/ ids)")
@@ -126,7 +146,7 @@ def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
     check_device_flag(peek.device)
     import_gym_packages(peek.gym_packages)
     check_env_id(peek.env)
-    flags = {field: getattr(own, name) for name, field in _DELAY_FIELDS.items() if getattr(own, name) is not None}
+    flags = {field: getattr(own, name) for name, field in FLAG_FIELDS.items() if getattr(own, name) is not None}
     if own.preset is None:
         DelaySettings.from_dict(flags, "the delay flags")
     if own.pixels and env_kind(peek.env) != "dmc":

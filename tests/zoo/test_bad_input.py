@@ -8,12 +8,14 @@ import pytest
 import torch
 
 from delayzoo import PWM
+from delayzoo.wrappers import example_trace_path
 from delayzoo.zoo import enjoy, train
 from delayzoo.zoo import eval as evaluate
 from tests.zoo.helpers import files_under
 
 BOUNDED = ["-n", "64", "--eval-freq", "-1", "--num-threads", "1"]
 """Keeps a run short should a check let it through."""
+EXAMPLE_TRACE = str(example_trace_path())
 
 
 CASES = [
@@ -44,6 +46,17 @@ CASES = [
      "delay_mode='forecast' needs the pending actions and the delay in the observation"),
     (["--algo", "pwm", "--delay", "2", "--pending-view", "-params", "delay_mode:'predictive'"],
      "delay_mode must be one of 'forecast', 'augmented', 'oblivious' (or None), got 'predictive'"),
+    (["--obs-delay", "-1"], "--obs-delay must be an integer >= 0, got -1"),
+    (["--obs-delay", "2", "--obs-delay-p", "0.3"],
+     "--obs-delay-p 0.3 in the delay flags contradicts a constant delay; add --obs-delay-process random-walk"),
+    (["--obs-delay", "2", "--obs-delay-process", "iid", "--obs-min-delay", "3"],
+     "--obs-min-delay 3 is above --obs-delay 2"),
+    (["--obs-delay-process", "iid"], "--obs-delay-process in the delay flags needs --obs-delay N"),
+    (["--delay-trace", "missing.csv"], "--delay-trace missing.csv in the delay flags: cannot read it"),
+    (["--obs-delay-trace", "missing.csv"], "--obs-delay-trace missing.csv in the delay flags: cannot read it"),
+    (["--delay-trace", EXAMPLE_TRACE, "--delay-process", "iid"],
+     f"--delay-process iid in the delay flags contradicts --delay-trace {EXAMPLE_TRACE}: the trace gives the delays"),
+    (["--delay-trace", EXAMPLE_TRACE, "--delay", "2"], "--delay 2 in the delay flags contradicts --delay-trace"),
 ]
 
 

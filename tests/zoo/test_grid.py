@@ -60,6 +60,7 @@ def test_each_algorithm_runs_once_at_delay_0_and_every_variant_at_the_envs_other
         "algo": "pwm",
         "env": "CartPole-v1",
         "delay": 3,
+        "delay_kind": "execution",
         "process": "random-walk",
         "pending_view": True,
         "delay_aware": True,
