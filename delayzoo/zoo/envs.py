@@ -297,7 +297,8 @@ class DelaySettings:
         execution, observation = self.execution, self.observation
         for settings in (execution, observation):
             settings.check(source)
-        orphans = execution.orphans() + ([_FLAGS["init_action"]] if self.init_action != "noop" else [])
+        filler = not execution.given and self.init_action != "noop"  # the fillers are the execution queue's
+        orphans = execution.orphans() + ([_FLAGS["init_action"]] if filler else [])
         if self.pending_view and not self.delayed:
             orphans.append(_FLAGS["pending_view"])
         if orphans:
