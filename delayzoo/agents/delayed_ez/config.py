@@ -108,6 +108,11 @@ class SearchConfig:
         """Whether the search is Gumbel MuZero's."""
         return self.method == "gumbel"
 
+    @property
+    def uses_root_values(self) -> bool:
+        """Whether the search reads the roots' network values (Gumbel's mixed value, per-node normalisation)."""
+        return self.gumbel or self.q_normalization != "tree"
+
 
 @dataclasses.dataclass(frozen=True)
 class TargetConfig:

@@ -112,7 +112,7 @@ class MCTS:
         rng: np.random.Generator,
         add_noise: bool,
         root_lstm_state: LSTMState | None = None,
-        root_values: torch.Tensor | None = None,
+        root_value_logits: torch.Tensor | None = None,
     ) -> SearchOutput:
         """Search from ``B`` root latents (their value-prefix LSTM starts from zeros unless ``root_lstm_state``
         is given; the roots' own value prefixes are 0 either way).
@@ -127,8 +127,8 @@ class MCTS:
             Gumbel search is deterministic but for ties)
         :param root_lstm_state: ``(h, c)``, each ``(1, B, lstm_hidden_size)``: the roots' value-prefix LSTM
             state (the reference's forecast roots carry the state of the forward roll)
-        :param root_values: ``(B,)`` the network's values of the roots (Gumbel's mixed value and the per-node
-            normalisation; zeros when ``None``)
+        :param root_value_logits: ``(B, support)`` the network's value logits at the roots, read only by a search
+            that needs the roots' values (Gumbel's mixed value, per-node normalisation; zeros when ``None``)
         """
         config = self.config
         simulations = config.num_simulations
@@ -144,7 +144,9 @@ class MCTS:
             gumbel = rng.gumbel(size=shape) * config.gumbel_scale if add_noise else np.zeros(shape)
         elif add_noise:
             noise = rng.dirichlet([config.dirichlet_alpha] * self.num_actions, size=batch)
-        values = None if root_values is None else root_values.double().cpu().numpy()
+        values = None
+        if root_value_logits is not None and config.uses_root_values:
+            values = network.to_scalar(root_value_logits).double().cpu().numpy()
         tree = self.tree
         roots = tree.Roots(batch, self.num_actions, simulations + 1, int(rng.integers(2**31 - 1)))
         roots.prepare(

@@ -216,7 +216,7 @@ class DelayedEZPolicy(BasePolicy):
                 gumbel = self.search_config.gumbel
                 result = self.mcts.search(
                     self.network, latent, logits, rng, add_noise or (gumbel and not deterministic),
-                    root_values=self.network.to_scalar(value_logits),
+                    root_value_logits=value_logits,
                 )
         finally:
             _set_mode(self.network, was_training)

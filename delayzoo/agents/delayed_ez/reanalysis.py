@@ -69,8 +69,9 @@ def _bootstrap_values(
     for start in range(0, len(observations), size):
         root = target_net.initial_inference(observations[start : start + size])
         if use_root_value:
-            root_values = target_net.to_scalar(root.value_logits)
-            search = mcts.search(target_net, root.latent, root.policy_logits, rng, True, root_values=root_values)
+            search = mcts.search(
+                target_net, root.latent, root.policy_logits, rng, True, root_value_logits=root.value_logits
+            )
             values.append(torch.as_tensor(search.root_values, dtype=torch.float32, device=observations.device))
         else:
             values.append(target_net.to_scalar(root.value_logits))
@@ -142,7 +143,7 @@ def compute_targets(
                 root = target_net.initial_inference(root_obs[start : start + size])
                 search = mcts.search(
                     target_net, root.latent, root.policy_logits, rng, True,
-                    root_values=target_net.to_scalar(root.value_logits),
+                    root_value_logits=root.value_logits,
                 )
                 weights.append(torch.as_tensor(search.policy, dtype=torch.float32, device=device))
         targets = torch.cat(weights)

@@ -50,7 +50,7 @@ def test_uniform_prior_no_noise_and_an_exact_model_select_the_best_q(tree, q_nor
     for b, row in enumerate(rewards):
         out = MCTS(3, config, tree=tree).search(
             BanditNet(row), torch.zeros(1, 1, dtype=torch.float64), torch.zeros(1, 3), np.random.default_rng(b), False,
-            root_values=torch.zeros(1),
+            root_value_logits=torch.zeros(1, 1),
         )
         assert out.actions[0] == int(np.argmax(row)) and out.visits.sum() == 16
         assert int(np.argmax(out.policy[0])) == int(np.argmax(row))
@@ -131,3 +131,19 @@ def test_bad_search_kwargs_raise_naming_them(search_kwargs, error, match, tiny_m
     with pytest.raises(error, match=match):
         DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), search_kwargs=search_kwargs,
                   **FAST)
+
+
+@pytest.mark.parametrize(("method", "q_normalization", "reads"),
+                         [("puct", "tree", False), ("puct", "parent_siblings", True), ("gumbel", "tree", True)])
+def test_the_roots_values_are_read_only_by_a_search_that_needs_them(method, q_normalization, reads):
+    """Non-finite value logits at the roots reach the tree (which names them) only where the search uses them."""
+    config = SearchConfig(num_simulations=4, lstm_horizon=100, method=method, q_normalization=q_normalization)
+    search = MCTS(3, config).search
+    arguments = (BanditNet([0.1, 0.2, 0.3]), torch.zeros(2, 1, dtype=torch.float64), torch.zeros(2, 3),
+                 np.random.default_rng(0), False)
+    nan_logits = torch.full((2, 1), float("nan"))
+    if reads:
+        with pytest.raises(ValueError, match="values"):
+            search(*arguments, root_value_logits=nan_logits)
+    else:
+        assert search(*arguments, root_value_logits=nan_logits).visits.sum() == 8
