@@ -20,14 +20,20 @@ from delayzoo.agents.pwm.forecast import forecast_state
 from delayzoo.agents.pwm.world_model import ObservationLayout, RecurrentState, WorldModel, WorldModelConfig
 
 STATE_KEYS = ("matrix", "last_input", "readout")
-"""Order of the arrays in the ``state`` tuple of :meth:`PWMPolicy.predict`."""
+"""Order of the arrays in the ``state`` tuple of :meth:`PWMPolicy.predict` (the sequence model's state)."""
+
+SHOWN_KEYS = ("shown_latent", "after_shown", "after_shown_count")
+"""What a forecast-mode policy under an observation delay carries after :data:`STATE_KEYS` (see
+:attr:`PWMPolicy.state_keys`): the latent of the shown observation, the encodings of the actions executed
+after its step (``(B, max_obs_delay + 1, action_size)``) and how many of them there are."""
 
 DELAY_MODES = ("forecast", "augmented", "oblivious")
 """How PWM treats execution delay (see :class:`~delayzoo.agents.pwm.pwm.PWM`)."""
 
 _WRAP_HINT = (
-    "wrap the env as PendingActionsObservation(ExecutionDelay(env, delay)) "
-    "(delayzoo.wrappers; with the zoo: --delay N --pending-view)"
+    "wrap the env as PendingActionsObservation(ExecutionDelay(env, delay)) or "
+    "PendingActionsObservation(ObservationDelay(env, delay)) "
+    "(delayzoo.wrappers; with the zoo: --delay N or --obs-delay N, and --pending-view)"
 )
 
 
@@ -121,6 +127,11 @@ class PWMPolicy(BasePolicy):
         self.forecast_samples = forecast_samples
         self.delay_mode = resolve_delay_mode(delay_mode, observation_space)
         self.pending_view = has_pending_view(observation_space)
+        self.max_obs_delay = (
+            int(observation_space.spaces["obs_delay"].n) - 1
+            if self.pending_view and self.delay_mode == "forecast" and "obs_delay" in observation_space.spaces
+            else None
+        )
         self.model_observation_space = (
             observation_space.spaces["observation"]
             if self.pending_view and self.delay_mode != "augmented"
@@ -194,9 +205,21 @@ class PWMPolicy(BasePolicy):
         high = torch.as_tensor(self.action_space.high, device=actions.device, dtype=torch.float32)
         return 2.0 * (actions.float() - low) / (high - low) - 1.0
 
+    @property
+    def state_keys(self) -> tuple[str, ...]:
+        """Order of the arrays in the ``state`` tuple of :meth:`predict`: :data:`STATE_KEYS`, and
+        :data:`SHOWN_KEYS` after them in forecast mode under an observation delay."""
+        return STATE_KEYS if self.max_obs_delay is None else STATE_KEYS + SHOWN_KEYS
+
     def initial_state(self, n_envs: int) -> RecurrentState:
         """The recurrent state of ``n_envs`` fresh episodes."""
-        return self.world_model.initial_state(n_envs, self.device)
+        state = self.world_model.initial_state(n_envs, self.device)
+        if self.max_obs_delay is not None:
+            width = action_size(self.action_space)
+            state["shown_latent"] = torch.zeros(n_envs, self.world_model.latent_size, device=self.device)
+            state["after_shown"] = torch.zeros(n_envs, self.max_obs_delay + 1, width, device=self.device)
+            state["after_shown_count"] = torch.zeros(n_envs, dtype=torch.long, device=self.device)
+        return state
 
     def act(
         self, obs: PyTorchObs, state: RecurrentState, episode_start: torch.Tensor, deterministic: bool = False
@@ -212,10 +235,14 @@ class PWMPolicy(BasePolicy):
         :return: raw actions (indices, or vectors in [-1, 1]) and the state after them.
         """
         keep = (~episode_start).float()
-        state = {name: value * keep.view(-1, *([1] * (value.ndim - 1))) for name, value in state.items()}
+        state = {
+            name: value * keep.view(-1, *([1] * (value.ndim - 1))).to(value.dtype) for name, value in state.items()
+        }
         latent = self.world_model.sample_latent(
             self.world_model.encode(self.model_observation(obs), batch_dims=1), deterministic
         )
+        if self.max_obs_delay is not None:
+            return self._act_under_observation_delay(obs, latent, state, episode_start, deterministic)
         if self.delay_mode == "forecast":
             view = read_pending_view(obs, self.action_space)
             pending = self.encode_pending(view.actions)
@@ -231,6 +258,53 @@ class PWMPolicy(BasePolicy):
         if not self.actor_critic.actor.discrete:
             raw = raw.clamp(-1.0, 1.0)
         return raw, state
+
+    def _act_under_observation_delay(
+        self,
+        obs: PyTorchObs,
+        latent: torch.Tensor,
+        state: RecurrentState,
+        episode_start: torch.Tensor,
+        deterministic: bool,
+    ) -> tuple[torch.Tensor, RecurrentState]:
+        """Forecast mode over an ``ObservationDelay``: the sequence model follows the env's own steps, and an
+        observation shown again, or steps whose observations were never shown, must not be confused.
+
+        The carried state is the one *before* the shown observation's step, with that observation's latent
+        and the actions executed after it (:data:`SHOWN_KEYS`). A new step first moves it to the newly shown
+        observation: ``advance = after_shown_count - obs_delay`` steps through the carried latent and then
+        prior samples (0 when the same observation is shown again; more than 1 when steps arrived unseen).
+        The decision is taken from the state forecast through the unobserved and the queued actions; the
+        action executed at this step (the first queued one, or the decision) joins the carried actions."""
+        view = read_pending_view(obs, self.action_space)
+        count = state["after_shown_count"]
+        advance = torch.where(episode_start.to(count.device), 0, count - view.obs_delays)
+        if bool((advance < 0).any()):
+            env = int(torch.nonzero(advance < 0)[0])
+            raise ValueError(
+                f"obs_delay {int(view.obs_delays[env])} of env {env} is more than one step past the previous step's "
+                f"{int(count[env]) - 1}: the state does not belong to this env's previous step (pass the state "
+                "predict returned, and episode_start at resets)"
+            )
+        sequence_state = {name: state[name] for name in STATE_KEYS}
+        _, sequence_state = forecast_state(
+            self.world_model, state["shown_latent"], sequence_state, state["after_shown"], advance
+        )
+        pending = self.encode_pending(view.actions)
+        unseen = view.obs_delays + view.delays
+        raw, decision = self._act_from_forecast(latent, sequence_state, pending, unseen, deterministic)
+        # every action from the shown step on, then the decision: the one executed now is at position obs_delay
+        executed = torch.cat([pending, torch.zeros_like(pending[:, :1])], dim=1)
+        executed[torch.arange(len(unseen), device=unseen.device), unseen] = decision
+        after_shown = executed[:, : self.max_obs_delay + 1]
+        if not self.actor_critic.actor.discrete:
+            raw = raw.clamp(-1.0, 1.0)
+        return raw, {
+            **sequence_state,
+            "shown_latent": latent,
+            "after_shown": after_shown,
+            "after_shown_count": view.obs_delays + 1,
+        }
 
     def _act_from_forecast(
         self,
@@ -282,7 +356,7 @@ class PWMPolicy(BasePolicy):
         """Actions for (a batch of) observations, carrying the recurrent state like SB3's recurrent policies.
 
         :param observation: one observation or a batch from a VecEnv.
-        :param state: the state returned by the previous call (arrays in :data:`STATE_KEYS` order),
+        :param state: the state returned by the previous call (arrays in :attr:`state_keys` order),
             or ``None`` at the start of every episode.
         :param episode_start: booleans per env; the state restarts where true (all true if ``state`` is ``None``).
         :param deterministic: act greedily.
@@ -295,9 +369,10 @@ class PWMPolicy(BasePolicy):
             current = self.initial_state(batch)
             starts = np.ones(batch, dtype=bool)
         else:
-            if len(state) != len(STATE_KEYS) or len(state[0]) != batch:
-                raise ValueError(f"state must be the {len(STATE_KEYS)} arrays returned by predict for {batch} envs")
-            current = {name: torch.as_tensor(value, device=self.device) for name, value in zip(STATE_KEYS, state)}
+            keys = self.state_keys
+            if len(state) != len(keys) or len(state[0]) != batch:
+                raise ValueError(f"state must be the {len(keys)} arrays returned by predict for {batch} envs")
+            current = {name: torch.as_tensor(value, device=self.device) for name, value in zip(keys, state)}
             starts = np.zeros(batch, dtype=bool) if episode_start is None else np.asarray(episode_start, dtype=bool)
         with torch.no_grad():
             raw, current = self.act(
@@ -309,4 +384,4 @@ class PWMPolicy(BasePolicy):
             actions = np.clip(actions, self.action_space.low, self.action_space.high)
         if not vectorized:
             actions = actions.squeeze(axis=0)
-        return actions, tuple(current[name].cpu().numpy() for name in STATE_KEYS)
+        return actions, tuple(current[name].cpu().numpy() for name in self.state_keys)

@@ -17,7 +17,7 @@ from stable_baselines3.common.noise import ActionNoise
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.type_aliases import GymEnv, MaybeCallback, Schedule
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env import VecEnv, VecTransposeImage
 
 from delayzoo.agents.common.checks import (
     check_finite_step,
@@ -29,10 +29,11 @@ from delayzoo.agents.common.checks import (
 )
 from delayzoo.agents.common.plain_save import PlainSaveMixin
 from delayzoo.agents.common.run_time import report_first_update
+from delayzoo.agents.pwm.arrivals import ArrivalRows
 from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
 from delayzoo.agents.pwm.policies import _WRAP_HINT, PWMPolicy, resolve_delay_mode
 from delayzoo.agents.pwm.world_model import ObservationLayout
-from delayzoo.wrappers.delay import ExecutionDelay
+from delayzoo.wrappers.delay import ExecutionDelay, ObservationDelay
 
 SelfPWM = TypeVar("SelfPWM", bound="PWM")
 
@@ -96,6 +97,18 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
       imagination cannot change the pending actions. The baseline of SB3's ``MultiInputPolicy``.
     - ``"oblivious"`` (the default without the pending view): the pending view is ignored and the
       decided actions are stored: plain PWM, unaware of the delay, the baseline of the delay papers.
+
+    Observation delay (``delayzoo.wrappers.ObservationDelay``, alone or over an ``ExecutionDelay``): in
+    forecast mode the replay stores the env steps as they arrive (``info["arrived"]``: each step's
+    observation, reward and executed action, in step order), so the world model again learns the undelayed
+    env. To act, the state is moved to the shown observation's step (an observation shown again moves it
+    by nothing; steps that arrived unseen are imagined with prior samples and their executed actions) and
+    forecast from there through the view's ``pending_actions[:obs_delay + delay]``: the unobserved actions,
+    then the queued ones. The recurrent state then carries the shown observation's latent and the actions
+    executed after it (``policy.state_keys``). The arrivals carry no ``info["life_loss"]``, so under an
+    observation delay life losses are not marked in the replay (episode ends are). Augmented and oblivious
+    modes treat the observation-delayed env as any other. Needs
+    ``PendingActionsObservation(ObservationDelay(env, delay))``.
 
     ``benchmarks/pwm_delay_modes.py`` compares the three modes on CartPole-v1 under
     ``RandomWalkDelay(max_delay=5)`` (same seeds and budget; what was measured is in docs/delay-benchmark.md).
@@ -256,6 +269,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         self._policy_state: tuple[np.ndarray, ...] | None = None
         self.last_update_times: dict[str, tuple[float, float]] = {}
         self._episode_starts: np.ndarray | None = None
+        self._arrivals: ArrivalRows | None = None  # forecast mode under an observation delay
         if _init_setup_model:
             self._setup_model()
 
@@ -333,10 +347,11 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
 
     @staticmethod
     def _check_executed_actions(env: VecEnv) -> None:
-        if not all(env.env_is_wrapped(ExecutionDelay)):
+        delayed = [a or b for a, b in zip(env.env_is_wrapped(ExecutionDelay), env.env_is_wrapped(ObservationDelay))]
+        if not all(delayed):
             raise ValueError(
                 "delay_mode='forecast' learns from the executed actions (info['executed_action']) of an "
-                "ExecutionDelay, and this env has none; " + _WRAP_HINT
+                "ExecutionDelay, or the arrived steps of an ObservationDelay, and this env has neither; " + _WRAP_HINT
             )
 
     def _check_policy_kwargs(self) -> None:
@@ -379,6 +394,9 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             self.replay_buffer.mark_episode_starts()
             self._policy_state = None
             check_finite_step(self.num_timesteps, self._last_obs)
+            if self.policy.max_obs_delay is not None:
+                self._arrivals = ArrivalRows(self.n_envs)
+                self._arrivals.restart(self._shown_frames(self._stored_observation()))
         warn_if_no_update(self.learning_starts, result[0])
         self._projection_due = True
         return result
@@ -418,14 +436,60 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             obs, reward = self._last_original_obs, self._vec_normalize_env.get_original_reward()
         else:
             obs = self._last_obs
-        if self.delay_mode == "forecast":
-            buffer_action = self._executed_actions(infos)
-        replay_buffer.add(self.policy.model_observation(obs), None, buffer_action, reward, dones, infos)
         self._last_obs = new_obs
         if self._vec_normalize_env is not None:
             self._last_original_obs = self._vec_normalize_env.get_original_obs()
+        if self.policy.max_obs_delay is not None:
+            self._store_arrivals(replay_buffer, dones, infos)
+        else:
+            if self.delay_mode == "forecast":
+                buffer_action = self._executed_actions(infos)
+            replay_buffer.add(self.policy.model_observation(obs), None, buffer_action, reward, dones, infos)
         life_loss = np.array([info.get("life_loss", False) for info in infos], dtype=bool)
         self._episode_starts = np.asarray(dones, dtype=bool) | life_loss
+
+    def _stored_observation(self) -> Any:
+        """The current observations as the replay takes them (before ``VecNormalize``'s scaling)."""
+        return self._last_obs if self._vec_normalize_env is None else self._last_original_obs
+
+    def _shown_frames(self, obs: Any) -> list[np.ndarray]:
+        """Each env's model observation (the view's ``"observation"``) from a batch of them."""
+        frames = self.policy.model_observation(obs)
+        return [np.array(frame) for frame in frames]
+
+    def _store_arrivals(
+        self, replay_buffer: SequenceReplayBuffer, dones: np.ndarray, infos: list[dict[str, Any]]
+    ) -> None:
+        """Forecast mode under an observation delay: store the env steps that arrived, in step order, with
+        their executed actions (:mod:`delayzoo.agents.pwm.arrivals`), so the world model learns the undelayed env.
+        The arrivals hold the env's own frames; SB3's ``VecTransposeImage`` made the shown ones channels-first."""
+        space = self.policy.model_observation_space
+        transpose = self.env is not None and isinstance(self.env, VecTransposeImage)
+
+        def frame(observation: Any) -> np.ndarray:
+            array = np.asarray(observation)
+            return VecTransposeImage.transpose_image(array) if transpose and array.shape != space.shape else array
+
+        framed = [
+            {**info, "arrived": [(frame(o), reward, action) for o, reward, action in info["arrived"]]}
+            if "arrived" in info
+            else info
+            for info in infos
+        ]
+        self._arrivals.add(framed, np.asarray(dones, dtype=bool), self._shown_frames(self._stored_observation()))
+        while (rows := self._arrivals.pop()) is not None:
+            actions = np.array([row.action for row in rows])
+            if isinstance(self.action_space, spaces.Box):
+                actions = actions.reshape(len(rows), *self.action_space.shape).astype(np.float32)
+                actions = self.policy.scale_action(actions)
+            replay_buffer.add(
+                np.stack([row.observation for row in rows]),
+                None,
+                actions,
+                np.array([row.reward for row in rows], dtype=np.float32),
+                np.array([row.done for row in rows]),
+                [{"TimeLimit.truncated": row.truncated} for row in rows],
+            )
 
     def _executed_actions(self, infos: list[dict[str, Any]]) -> np.ndarray:
         """``info["executed_action"]`` of every env, normalised like the buffer's actions."""
