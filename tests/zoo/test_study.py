@@ -61,8 +61,10 @@ def test_minatar_without_its_extra_exits_2_naming_it(tmp_path, capsys, monkeypat
 def test_a_dry_run_prints_the_projection_and_the_cells_of_the_benchmark(tmp_path, capsys):
     assert study.main(["-f", str(tmp_path / "logs"), "--dry-run"]) == 0
     output = capsys.readouterr().out
-    assert "CPU time projected for the 117 cell(s) left" in output and "117 cell(s); 117 to run:" in output
-    assert "pwm-augmented_CartPole-v1_random-walk10+view_seed2: new" in output
+    # CartPole-v1: 5 seeds x (3 delay-0 cells + 7 variants x 3 delays); MinAtar: 3 seeds x (3 + 6 x 2)
+    assert "CPU time projected for the 165 cell(s) left" in output and "165 cell(s); 165 to run:" in output
+    assert "pwm-augmented_CartPole-v1_random-walk10+view_seed4: new" in output
+    assert "dez-forward_MinAtar-Breakout-v1_random-walk5+view_seed3: new" not in output
     assert "dez-oblivious_MinAtar-Breakout-v1_random-walk5+view_seed0: new" in output
     assert files_under(tmp_path / "logs") == []
 
@@ -72,8 +74,8 @@ def test_envs_and_agents_select_cells_of_the_grid_with_their_algorithms_delay_0_
     assert study.main(["-f", str(logs), "--dry-run", "--envs", "CartPole-v1", "--agents", "ppo+view"]) == 0
     cells = [line.split(":")[0].strip() for line in capsys.readouterr().out.splitlines() if line.endswith(": new")]
     assert sorted(cells) == sorted(
-        [f"ppo_CartPole-v1_random-walk0_seed{seed}" for seed in range(3)]
-        + [f"ppo+view_CartPole-v1_random-walk{delay}+view_seed{seed}" for delay in (2, 5, 10) for seed in range(3)]
+        [f"ppo_CartPole-v1_random-walk0_seed{seed}" for seed in range(5)]
+        + [f"ppo+view_CartPole-v1_random-walk{delay}+view_seed{seed}" for delay in (2, 5, 10) for seed in range(5)]
     )
     assert study.main(["-f", str(logs), "--agents", "ppo+vision"]) == 2
     assert "--agents ppo+vision: not in" in capsys.readouterr().err
@@ -90,10 +92,10 @@ def test_delays_and_seeds_select_a_slice_of_the_grid(tmp_path, capsys):
     assert cells == ["pwm_CartPole-v1_random-walk0_seed2", "pwm-forecast_CartPole-v1_random-walk10+view_seed2"]
     assert study.main([*argv, "--delays", "10"]) == 0  # no delay 0: the algorithm's delay-0 cells stay out
     cells = [line.split(":")[0].strip() for line in capsys.readouterr().out.splitlines() if line.endswith(": new")]
-    assert cells == [f"pwm-forecast_CartPole-v1_random-walk10+view_seed{seed}" for seed in range(3)]
+    assert cells == [f"pwm-forecast_CartPole-v1_random-walk10+view_seed{seed}" for seed in range(5)]
     assert study.main([*argv, "--delays", "0"]) == 0  # delay 0 alone: the algorithm's delay-0 cells
     cells = [line.split(":")[0].strip() for line in capsys.readouterr().out.splitlines() if line.endswith(": new")]
-    assert cells == [f"pwm_CartPole-v1_random-walk0_seed{seed}" for seed in range(3)]
+    assert cells == [f"pwm_CartPole-v1_random-walk0_seed{seed}" for seed in range(5)]
     assert study.main([*argv, "--delays", "3"]) == 2
     error = capsys.readouterr().err
     assert "--delays 3: not in" in error and "(it has 0, 2, 5, 10)" in error
