@@ -35,8 +35,12 @@ RANDOM_PLAY = "random-play.csv"
 
 
 def run_delay(run: Run) -> int:
-    """The maximum delay a run was trained at (0 without delay)."""
-    return run.delay_settings().resolved().delay or 0
+    """The maximum delay a run was trained at, the one :mod:`delayzoo.zoo.plot` puts on its x axis: the
+    execution delay's, else the observation delay's (0 without delay). Random play does not look at what it
+    is shown, so under an observation delay alone it scores what it scores undelayed."""
+    settings = run.delay_settings().resolved()
+    shown = settings.execution if settings.execution.given else settings.observation
+    return shown.delay or 0
 
 
 class RandomPolicy:

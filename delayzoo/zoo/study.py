@@ -41,12 +41,21 @@ from delayzoo.zoo import plot, random_play, sweep
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.grid import Cell, load_grid
 
-__all__ = ["GRID", "QUICK_GRID", "check_budgets", "main", "parser"]
+__all__ = ["GRID", "OBS_GRID", "QUICK_GRID", "check_budgets", "main", "parser", "resolve_grid"]
 
 GRID = Path(__file__).resolve().parent / "data" / "delay-benchmark.yml"
 """The grid of the delay benchmark."""
 QUICK_GRID = GRID.with_name("delay-benchmark-quick.yml")
 """Its quick version (``--quick``)."""
+
+OBS_GRID = GRID.with_name("obs-delay-benchmark.yml")
+"""The observation-delay study's grid (``--grid obs-delay-benchmark.yml``)."""
+
+
+def resolve_grid(path: Path) -> Path:
+    """``path``, or the grid of that name that ships with the package when there is no such file."""
+    shipped = GRID.with_name(path.name)
+    return shipped if not path.exists() and path.name == str(path) and shipped.is_file() else path
 
 
 def check_budgets(cells: Sequence[Cell], extra: Sequence[str]) -> None:
@@ -82,7 +91,12 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("-f", "--log-folder", type=Path, required=True, help="where the cells go")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--quick", action="store_true", help="CartPole, delays 0 and 5, one seed, tiny budgets")
-    which.add_argument("--grid", type=Path, help=f"another grid file (default: {GRID.name})")
+    which.add_argument(
+        "--grid",
+        type=Path,
+        help=f"another grid file, or the name of one that ships with the package ({OBS_GRID.name}); "
+        f"default: {GRID.name}",
+    )
     parser.add_argument("--eval-n-episodes", type=int, default=16, help="eval episodes per checkpoint (default 16)")
     parser.add_argument("-o", "--output-dir", type=Path, help="figure and table folder (default <log folder>/plots)")
     parser.add_argument("--n-bootstrap", type=int, default=2000, help="bootstrap resamples of the intervals")
@@ -98,7 +112,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args, extra = parser(prog).parse_known_args(argv)
-        grid = args.grid or (QUICK_GRID if args.quick else GRID)
+        grid = resolve_grid(args.grid) if args.grid else (QUICK_GRID if args.quick else GRID)
         check_budgets(load_grid(grid).cells(), extra)
     except ZooError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)

@@ -9,7 +9,7 @@ import pytest
 from delayzoo.zoo import sweep
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.grid import Cell, load_grid
-from delayzoo.zoo.study import GRID, QUICK_GRID
+from delayzoo.zoo.study import GRID, OBS_GRID, QUICK_GRID, resolve_grid
 
 GRID_TEXT = """
 seeds: [0, 1]
@@ -148,15 +148,34 @@ def test_the_studys_grids_are_the_benchmark_the_issue_describes():
     by_env = {env: [cell for cell in cells if cell.env_id == env] for env in ("CartPole-v1", "MinAtar/Breakout-v1")}
     assert sorted({cell.delay for cell in by_env["CartPole-v1"]}) == [0, 2, 5, 10]
     assert sorted({cell.delay for cell in by_env["MinAtar/Breakout-v1"]}) == [0, 5, 10]
-    assert {cell.seed for cell in cells} == {0, 1, 2} and {cell.process for cell in cells} == {"random-walk"}
+    assert {cell.seed for cell in by_env["CartPole-v1"]} == {0, 1, 2, 3, 4}
+    assert {cell.seed for cell in by_env["MinAtar/Breakout-v1"]} == {0, 1, 2}
+    assert {cell.process for cell in cells} == {"random-walk"}
     cartpole_agents = {cell.agent for cell in by_env["CartPole-v1"] if cell.delay > 0}
     pairs = {"ppo", "ppo+view", "dez-forward", "dez-oblivious", "pwm-forecast", "pwm-oblivious"}
     assert cartpole_agents == pairs | {"pwm-augmented"}
     assert {cell.agent for cell in by_env["MinAtar/Breakout-v1"] if cell.delay > 0} == pairs
     assert {cell.agent for cell in cells if cell.delay == 0} == {"ppo", "delayed_ez", "pwm"}
     assert all("--init-action" in cell.delay_args for cell in cells if cell.delay > 0)
-    assert len(cells) == 3 * (3 + 3 * 7) + 3 * (3 + 2 * 6)
+    assert len(cells) == 5 * (3 + 3 * 7) + 3 * (3 + 2 * 6)
     assert load_grid(GRID).budgets == {"CartPole-v1": 20000, "MinAtar/Breakout-v1": 50000}
     quick = load_grid(QUICK_GRID).cells()
     assert {(cell.env_id, cell.delay, cell.seed) for cell in quick} == {("CartPole-v1", 0, 0), ("CartPole-v1", 5, 0)}
     assert len(quick) == 3 + 6
+
+
+def test_the_observation_delay_grid_is_the_study_the_issue_describes(tmp_path, monkeypatch):
+    cells = load_grid(OBS_GRID).cells()
+    kinds = {(cell.env_id, cell.delay_kind, cell.process) for cell in cells}
+    assert kinds == {("CartPole-v1", "observation", "random-walk")}
+    assert sorted({cell.delay for cell in cells}) == [5, 10] and {cell.seed for cell in cells} == {0, 1, 2}
+    agents = {(cell.agent, cell.pending_view) for cell in cells}
+    assert agents == {("ppo", False), ("ppo+view", True), ("pwm-forecast", True), ("pwm-oblivious", False)}
+    assert len(cells) == 4 * 2 * 3
+    assert load_grid(OBS_GRID).budgets == {"CartPole-v1": 20000}
+    train = [cell.train_args(tmp_path) for cell in cells if cell.agent == "pwm-forecast"][0]
+    assert "--obs-delay" in train and "--delay" not in train and "--pending-view" in train
+    monkeypatch.chdir(tmp_path)  # the shipped grid by its name, where no file has that name
+    assert resolve_grid(Path(OBS_GRID.name)) == OBS_GRID
+    (tmp_path / OBS_GRID.name).write_text("seeds: [0]\n")
+    assert resolve_grid(Path(OBS_GRID.name)) == Path(OBS_GRID.name), "a file of that name wins"

@@ -169,3 +169,16 @@ def test_random_play_is_read_from_the_log_folder_and_drawn_as_a_row_of_the_table
     (logs / RANDOM_PLAY).write_text("env,delay\nCartPole-v1,five\n")
     assert plot.main(["-f", str(logs), "--by-delay", "-o", str(output)]) == 2
     assert "a row must be env,delay,returns" in capsys.readouterr().err
+
+
+def test_random_play_of_an_observation_delay_run_is_keyed_by_its_observation_delay(tmp_path):
+    from delayzoo.zoo.random_play import run_delay
+
+    logs = tmp_path / "logs"
+    for label, kind in (("ppo", "observation"), ("dqn", "execution")):
+        cell = Cell(label, "CartPole-v1", 5, "random-walk", False, 0, label, delay_kind=kind)
+        fake_cell(logs, cell, [[10.0, 12.0]])
+    args = next(logs.glob("ppo_*/ppo/*/*/args.yml"))
+    args.write_text("algo: ppo\nenv: CartPole-v1\nseed: 0\ndelay: null\nobs_delay: 4\nobs_delay_process: constant\n")
+    delays = {run.algo: run_delay(run) for run in find_runs(logs)}
+    assert delays == {"ppo": 4, "dqn": 5}
