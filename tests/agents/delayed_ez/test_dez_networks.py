@@ -163,3 +163,35 @@ def test_value_prefix_norm_layer_gives_the_search_the_first_step_features_traini
 def test_value_prefix_norm_names_the_bad_value(tiny_mlp):
     with pytest.raises(ValueError, match=r"value_prefix_norm must be one of \('batch', 'layer'\), got 'group'"):
         build_network((4,), 2, False, **{**tiny_mlp, "value_prefix_norm": "group"})
+
+
+def test_hidden_norm_layer_makes_the_searched_network_the_trained_one(tiny_mlp):
+    """With batch norm in the hidden layers, training (batch statistics) and the search (running statistics
+    mixed over the unroll steps) read the same roots differently; layer norm has no statistics to mix."""
+    torch.manual_seed(0)
+    obs, actions = torch.rand(64, 4), torch.randint(0, 2, (64,))
+    gap = {}
+    for norm in ("batch", "layer"):
+        net = build_network((4,), 2, False, **{**tiny_mlp, "hidden_norm": norm})
+        norms = (BatchNorm1d, torch.nn.LayerNorm)
+        layers = [module for module in net.policy_head.modules() if isinstance(module, norms)]
+        wanted = BatchNorm1d if norm == "batch" else torch.nn.LayerNorm
+        assert layers and all(isinstance(module, wanted) for module in layers)
+        for parameter in net.policy_head.parameters():  # a policy head that is not all zero
+            torch.nn.init.normal_(parameter)
+        net.train()
+        with torch.no_grad():
+            for _ in range(20):  # training passes: the roots, then dynamics latents, as the unroll feeds them
+                root = net.initial_inference(obs)
+                net.dynamics(root.latent, actions, net.initial_lstm_state(64))
+                net.prediction(net.dynamics(root.latent, actions, net.initial_lstm_state(64))[0])
+            trained = net.initial_inference(obs).policy_logits
+            net.eval()
+            searched = net.initial_inference(obs).policy_logits
+        gap[norm] = (trained - searched).abs().max().item()
+    assert gap["layer"] < 1e-5 < 1e-2 < gap["batch"]
+
+
+def test_hidden_norm_names_the_bad_value(tiny_mlp):
+    with pytest.raises(ValueError, match=r"hidden_norm must be one of \('batch', 'layer'\), got 'group'"):
+        build_network((4,), 2, False, **{**tiny_mlp, "hidden_norm": "group"})
