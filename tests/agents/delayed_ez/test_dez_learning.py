@@ -86,8 +86,8 @@ def _study():
 def test_forward_model_keeps_most_of_the_undelayed_return_under_a_random_walk_delay():
     """CartPole-v1, the entry's hyperparameters with the paper's pUCT search and a batch-norm net (as measured) at
     max delay 0 and at a random-walk max delay of 5 (forward model, random actions queued at reset as in the delay
-    benchmark), seeds 0, 1, 2, return = mean of the last 3 evaluations (16 episodes every 2k steps): forward keeps at least 60% of the
-    delay-0 mean. Oblivious-EZ's fraction is printed beside it, not asserted.
+    benchmark), seeds 0, 1, 2, return = mean of the last 3 evaluations (16 episodes every 2k steps): forward keeps
+    at least 60% of the delay-0 mean. Oblivious-EZ's fraction is printed beside it, not asserted.
 
     Measured (2026-12-03, docs/delay-benchmark.md has the curves): delay 0 gives 366.5 / 231.8 / 9.9 (mean
     202.7; seed 2 locks into one action without any delay), forward 232.4 / 216.1 / 167.9 (mean 205.5, 101%),
