@@ -1,7 +1,13 @@
 import pytest
 import torch
 
-from delayzoo.agents.common.transforms import SHORT_SOFTMAX_CLASSES, short_softmax
+from delayzoo.agents.common.transforms import (
+    SHORT_SOFTMAX_CLASSES,
+    short_softmax,
+    symlog_support,
+    two_hot,
+    two_hot_log_likelihood,
+)
 
 
 @pytest.mark.parametrize("shape", [(3, 8), (16, 16, 8, 8), (5, 2), (4, 1), (7, 255), (2, 3, SHORT_SOFTMAX_CLASSES)])
@@ -21,3 +27,17 @@ def test_short_softmax_matches_softmax_values_and_gradients(shape):
 def test_short_softmax_float32_agrees_to_rounding():
     logits = 3.0 * torch.randn(256, 8, 8)
     torch.testing.assert_close(short_softmax(logits), torch.softmax(logits, -1), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("bins", [21, 255])
+def test_two_hot_log_likelihood_equals_dense_two_hot_cross_entropy(bins):
+    generator = torch.Generator().manual_seed(0)
+    support = symlog_support(bins)
+    x = torch.cat([torch.randn(40, generator=generator) * 8, torch.tensor([-30.0, 30.0, 0.0, support[3].item()])])
+    logits = torch.randn(x.shape[0], bins, generator=generator, requires_grad=True)
+    dense = (two_hot(x, support) * torch.log_softmax(logits, -1)).sum(-1)
+    (dense_grad,) = torch.autograd.grad(dense.square().sum(), logits)
+    gathered = two_hot_log_likelihood(x, torch.log_softmax(logits, -1), support)
+    (gathered_grad,) = torch.autograd.grad(gathered.square().sum(), logits)
+    torch.testing.assert_close(gathered, dense)
+    torch.testing.assert_close(gathered_grad, dense_grad)

@@ -24,7 +24,7 @@ from torch import nn
 from torch.distributions import Categorical, Independent, Normal
 
 from delayzoo.agents.common.scan import lambda_returns
-from delayzoo.agents.common.transforms import expectation, symexp, symlog, symlog_support, two_hot
+from delayzoo.agents.common.transforms import expectation, symexp, symlog, symlog_support, two_hot_log_likelihood
 from delayzoo.agents.pwm.world_model import RecurrentState, WorldModel, mlp
 
 
@@ -202,6 +202,14 @@ class ActorCritic(nn.Module):
         :param method: :func:`lambda_returns` method.
         :return: ``(actor_loss, critic_loss, metrics)``.
         """
+        actor_loss, critic_loss, statistics = self.loss_terms(rollout, gamma, method)
+        return actor_loss, critic_loss, {name: float(value) for name, value in statistics.items()}
+
+    def loss_terms(
+        self, rollout: Imagination, gamma: float, method: str = "auto"
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`imagination_loss` with its metrics as detached scalar tensors: no host sync, so that
+        ``torch.compile`` takes it as one graph (see :mod:`delayzoo.agents.pwm.compilation`)."""
         config = self.config
         features = rollout.features
         logits = self.critic(features)
@@ -218,23 +226,26 @@ class ActorCritic(nn.Module):
             self.return_scale.mul_(config.return_scale_decay).add_((1.0 - config.return_scale_decay) * spread)
             scale = torch.clamp(self.return_scale, min=1.0)
             advantage = (returns - values[:-1, :, 0]) / scale
-            target = two_hot(symlog(returns), self.critic.support) + two_hot(symlog(slow_returns), self.critic.support)
 
         dist = self.actor.distribution(features[:-1])
         log_prob = dist.log_prob(rollout.raw_actions)
         entropy = dist.entropy()
         actor_loss = -(weights * (advantage * log_prob + config.entropy_coef * entropy)).mean()
-        critic_loss = -(weights * (target * torch.log_softmax(logits[:-1], -1)).sum(-1)).mean()
+        log_probs, support = torch.log_softmax(logits[:-1], -1), self.critic.support
+        likelihood = two_hot_log_likelihood(symlog(returns), log_probs, support) + two_hot_log_likelihood(
+            symlog(slow_returns), log_probs, support
+        )  # the reference's target: the sum of the two returns' two-hots
+        critic_loss = -(weights * likelihood).mean()
 
-        metrics = {
-            "actor_loss": actor_loss.item(),
-            "critic_loss": critic_loss.item(),
-            "entropy": entropy.mean().item(),
-            "imagined_return": returns.mean().item(),
-            "imagined_reward": rollout.rewards.mean().item(),
-            "return_scale": float(scale),
+        statistics = {
+            "actor_loss": actor_loss.detach(),
+            "critic_loss": critic_loss.detach(),
+            "entropy": entropy.detach().mean(),
+            "imagined_return": returns.mean(),
+            "imagined_reward": rollout.rewards.mean(),
+            "return_scale": scale,
         }
-        return actor_loss, critic_loss, metrics
+        return actor_loss, critic_loss, statistics
 
     @torch.no_grad()
     def update_slow_critic(self) -> None:

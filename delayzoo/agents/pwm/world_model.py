@@ -32,7 +32,14 @@ from gymnasium import spaces
 from stable_baselines3.common.preprocessing import is_image_space
 from torch import nn
 
-from delayzoo.agents.common.transforms import expectation, short_softmax, symexp, symlog, symlog_support, two_hot
+from delayzoo.agents.common.transforms import (
+    expectation,
+    short_softmax,
+    symexp,
+    symlog,
+    symlog_support,
+    two_hot_log_likelihood,
+)
 from delayzoo.agents.pwm.sequence import GatedFeedForward, RecurrentState, SequenceModel
 
 NORMS = ("batch", "group")
@@ -436,8 +443,8 @@ class WorldModel(nn.Module):
         dyn_loss = (dyn * same_episode).sum() / denominator
         rep_loss = (rep * same_episode).sum() / denominator
 
-        reward_target = two_hot(symlog(reward), self.reward_support)
-        reward_loss = -(reward_target * torch.log_softmax(self.reward_head(h), -1)).sum(-1).mean()
+        reward_log_probs = torch.log_softmax(self.reward_head(h), -1)
+        reward_loss = -two_hot_log_likelihood(symlog(reward), reward_log_probs, self.reward_support).mean()
         continue_loss = F.binary_cross_entropy_with_logits(self.continue_head(h).squeeze(-1), 1.0 - terminal.float())
 
         loss = reconstruction + config.dyn_scale * dyn_loss + config.rep_scale * rep_loss + reward_loss + continue_loss
