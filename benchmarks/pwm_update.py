@@ -14,7 +14,8 @@ method (``--scan both``: the parallel scan and the loop side by side).
     python benchmarks/pwm_update.py --mixed-precision         # bfloat16 autocast
     python benchmarks/pwm_update.py --size cartpole --env CartPole-v1 --sequence-length 16
 
-``--size cartpole`` is the model of ``CartPole-v1@benchmark`` (the delay benchmark's PWM); with
+``--size cartpole`` is the model of ``CartPole-v1@benchmark`` (the delay benchmark's PWM) and ``--size
+minatar`` that of ``MinAtar/Breakout-v1``, read from ``delayzoo/hyperparams/pwm.yml``, each on its env; with
 ``--delay N`` the env is CartPole under a random-walk delay of maximum N with the pending view, PWM in
 forecast mode, and the part ``acting`` is one greedy ``predict`` (the evaluation's: the mean of
 ``forecast_samples`` sampled forecasts). ``--baseline REV`` measures the ``delayzoo`` package of git
@@ -23,6 +24,12 @@ and prints the medians over all rounds side by side (the CPU cost of one update,
 
     python benchmarks/pwm_update.py --size cartpole --env CartPole-v1 --sequence-length 16 --delay 5 \
         --updates 20 --rounds 5 --baseline main
+
+``--compile on`` measures the policy's ``compile_update`` (the baseline of ``--baseline`` runs plain);
+``--compile both`` runs the plain and the compiled update side by side in one process, alternating
+update by update, and prints each one's first update (the compilation) and the medians::
+
+    python benchmarks/pwm_update.py --size minatar --sequence-length 16 --updates 60 --compile both
 """
 
 from __future__ import annotations
@@ -41,9 +48,12 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
+import yaml
 
 from delayzoo.agents.pwm import PWM
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
+from delayzoo.wrappers.minatar import is_minatar_id, make_minatar
+from delayzoo.zoo.trust import parse_kwargs
 
 try:
     from delayzoo.agents.common.checks import device_argument
@@ -52,10 +62,20 @@ except ImportError:  # a --baseline revision older than the check (its children 
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
-CARTPOLE_SIZE = dict(  # the CartPole-v1 model of delayzoo/hyperparams/pwm.yml
-    world_model_kwargs=dict(stoch=8, classes=8, mlp_units=64, seq_width=64, seq_cells=1, seq_divisor=2),
-    actor_critic_kwargs=dict(units=64),
-)
+SIZE_ENTRIES = {"cartpole": "CartPole-v1@benchmark", "minatar": "MinAtar/Breakout-v1"}
+"""The entries of this tree's ``delayzoo/hyperparams/pwm.yml`` whose model ``--size`` names."""
+
+SIZE_ENVS = {"cartpole": "CartPole-v1", "minatar": "MinAtar/Breakout-v1"}
+
+
+def model_size(size: str) -> dict:
+    """The ``world_model_kwargs`` and ``actor_critic_kwargs`` of ``--size`` (empty: the paper's model)."""
+    if size == "paper":
+        return {}
+    with open(REPO / "delayzoo" / "hyperparams" / "pwm.yml") as file:
+        entry = yaml.safe_load(file)[SIZE_ENTRIES[size]]
+    kwargs = parse_kwargs(entry["policy_kwargs"], f"pwm.yml {SIZE_ENTRIES[size]}")
+    return {key: kwargs[key] for key in ("world_model_kwargs", "actor_critic_kwargs") if key in kwargs}
 
 
 class RandomImageEnv(gym.Env):
@@ -78,7 +98,7 @@ PARTS = ("world_model", "imagination", "actor_critic")
 def make_env(args: argparse.Namespace) -> gym.Env:
     if args.env == "image":
         return RandomImageEnv()
-    env = gym.make(args.env)
+    env = make_minatar(args.env, monitor=False) if is_minatar_id(args.env) else gym.make(args.env)
     if args.delay:
         env = PendingActionsObservation(ExecutionDelay(env, RandomWalkDelay(args.delay), init_action="random"))
     return env
@@ -100,15 +120,17 @@ def time_acting(model: PWM, env: gym.Env, steps: int) -> list[tuple[float, float
     return times[1:]
 
 
-def measure(args: argparse.Namespace, scan: str) -> list[dict[str, tuple[float, float]]]:
-    """``args.updates`` timed training steps (after one untimed), each ``{part: (wall, cpu)}``, the
-    ``acting`` part with ``--delay``."""
+def build(args: argparse.Namespace, scan: str, compile_update: bool) -> PWM:
+    """A PWM of ``--size`` whose replay holds ``--fill`` random steps (no update yet)."""
     env = make_env(args)
-    policy_kwargs = dict(CARTPOLE_SIZE) if args.size == "cartpole" else {}
+    policy_kwargs = model_size(args.size)
     policy_kwargs["scan_method"] = scan
     policy_kwargs["mixed_precision"] = args.mixed_precision
+    if compile_update:  # only then: a --baseline revision older than the option does not know it
+        policy_kwargs["compile_update"] = True
+    policy = "CnnPolicy" if args.env == "image" else "MultiInputPolicy" if args.delay else "MlpPolicy"
     model = PWM(
-        "CnnPolicy" if args.env == "image" else "MultiInputPolicy" if args.delay else "MlpPolicy",
+        policy,
         env,
         buffer_size=args.fill + 10,
         learning_starts=args.fill,
@@ -119,15 +141,59 @@ def measure(args: argparse.Namespace, scan: str) -> list[dict[str, tuple[float, 
         seed=0,
     )
     model.learn(args.fill)  # random steps only: fills the buffer, no update yet
+    return model
+
+
+def first_update(model: PWM, args: argparse.Namespace) -> tuple[float, float]:
+    """``(wall, cpu)`` of the first update, which pays for allocations, kernel selection and compilation."""
+    began = (time.perf_counter(), time.process_time())
+    model.train(gradient_steps=1, batch_size=args.batch_size)
+    return time.perf_counter() - began[0], time.process_time() - began[1]
+
+
+def measure(args: argparse.Namespace, scan: str, compile_update: bool = False) -> list[dict[str, tuple[float, float]]]:
+    """``args.updates`` timed training steps (after one untimed), each ``{part: (wall, cpu)}``, the
+    ``acting`` part with ``--delay``."""
+    model = build(args, scan, compile_update)
+    first_update(model, args)
     times = []
-    for _ in range(args.updates + 1):
+    for _ in range(args.updates):
         model.train(gradient_steps=1, batch_size=args.batch_size)
         times.append(dict(model.last_update_times))
-    times = times[1:]  # the first update pays for allocations and kernel selection
     if args.delay:
         for step, acting in zip(times, time_acting(model, make_env(args), len(times))):
             step["acting"] = acting
     return times
+
+
+def compare_compiled(args: argparse.Namespace, scan: str) -> None:
+    """The compiled update against the plain one in one process, alternating update by update."""
+    models = {"plain": build(args, scan, False), "compiled": build(args, scan, True)}
+    for name, model in models.items():
+        wall, cpu = first_update(model, args)
+        print(
+            f"  first update, {name}: {wall:.1f} s wall / {cpu:.1f} s process CPU (compilation: "
+            f"{model.policy.update_passes.compile_seconds:.1f} s wall)",
+            flush=True,
+        )
+    if not models["compiled"].policy.update_passes.compiled:
+        print("  compilation is not available here: both run plain")
+    times: dict[str, list[dict[str, tuple[float, float]]]] = {name: [] for name in models}
+    for update in range(args.updates):
+        for name in sorted(models, reverse=update % 2 == 1):  # alternate which goes first
+            models[name].train(gradient_steps=1, batch_size=args.batch_size)
+            times[name].append(dict(models[name].last_update_times))
+    print(f"  medians of {args.updates} updates each, alternating, process CPU seconds (wall in brackets)")
+    print_side_by_side(times["plain"], times["compiled"], "plain", "compiled")
+
+
+def print_side_by_side(before: list[dict], after: list[dict], before_name: str, after_name: str) -> None:
+    """Each part's median CPU (wall) seconds before and after, and the CPU ratio after / before."""
+    print(f"  {'part':<13} {before_name:>22} {after_name:>22} {'CPU ratio':>10}")
+    for part in _parts(after):
+        old = [_median(before, part, index) for index in (1, 0)]
+        new = [_median(after, part, index) for index in (1, 0)]
+        print(f"  {part:<13} {old[0]:10.4f} ({old[1]:8.4f}) {new[0]:10.4f} ({new[1]:8.4f}) {new[0] / old[0]:10.2f}")
 
 
 def _median(times: list[dict[str, tuple[float, float]]], part: str, index: int) -> float:
@@ -155,7 +221,11 @@ def export_revision(revision: str, into: str) -> str:
 
 def compare(args: argparse.Namespace, argv: list[str]) -> None:
     """Alternate this tree and ``--baseline`` in fresh processes; medians over every round's steps."""
+    if args.compile == "both":
+        raise SystemExit("--baseline measures one version of this tree: --compile on or off")
     child = [arg for arg in argv if arg != "--baseline" and arg != args.baseline] + ["--json"]
+    # The baseline runs plain (a revision older than compile_update does not know it).
+    children = {"baseline": ["--compile", "off"], "this tree": []}
     with tempfile.TemporaryDirectory() as tmp:
         paths = {"baseline": export_revision(args.baseline, tmp), "this tree": str(REPO)}
         times: dict[str, list[dict[str, tuple[float, float]]]] = {name: [] for name in paths}
@@ -163,25 +233,30 @@ def compare(args: argparse.Namespace, argv: list[str]) -> None:
             for name in sorted(paths, reverse=round_ % 2 == 1):  # alternate which goes first
                 env = {**os.environ, "PYTHONPATH": paths[name]}
                 out = subprocess.run(
-                    [sys.executable, __file__, *child], env=env, check=True, capture_output=True, text=True
+                    [sys.executable, __file__, *child, *children[name]],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                    text=True,
                 ).stdout
                 times[name].extend(json.loads(out.strip().splitlines()[-1]))
             print(f"round {round_ + 1}/{args.rounds} done, load average {os.getloadavg()[0]:.2f}", flush=True)
     print(f"medians of {len(times['this tree'])} steps per version, process CPU seconds (wall in brackets)")
-    print(f"  {'part':<13} {'baseline ' + args.baseline:>22} {'this tree':>22} {'CPU ratio':>10}")
-    for part in _parts(times["this tree"]):
-        before = [_median(times["baseline"], part, index) for index in (1, 0)]
-        after = [_median(times["this tree"], part, index) for index in (1, 0)]
-        print(
-            f"  {part:<13} {before[0]:10.4f} ({before[1]:8.4f}) {after[0]:10.4f} ({after[1]:8.4f}) "
-            f"{after[0] / before[0]:10.2f}"
-        )
+    print_side_by_side(times["baseline"], times["this tree"], "baseline " + args.baseline, "this tree")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default="image", help='"image" (random 64x64 frames) or a gymnasium id')
-    parser.add_argument("--size", choices=["paper", "cartpole"], default="paper")
+    parser.add_argument(
+        "--env", help='"image" (random 64x64 frames) or a gymnasium or MinAtar id (default: the --size\'s env)'
+    )
+    parser.add_argument("--size", choices=["paper", *SIZE_ENTRIES], default="paper")
+    parser.add_argument(
+        "--compile",
+        choices=["off", "on", "both"],
+        default="off",
+        help="compile_update; both: plain and compiled side by side in one process",
+    )
     parser.add_argument("--scan", choices=["auto", "parallel", "sequential", "both"], default="auto")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--sequence-length", type=int, default=64)
@@ -195,6 +270,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternations with --baseline")
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.env is None:
+        args.env = SIZE_ENVS.get(args.size, "image")
     torch.set_num_threads(args.threads)
     if args.baseline:
         print(f"threads={args.threads} load average before: {os.getloadavg()[0]:.2f}", flush=True)
@@ -202,7 +279,7 @@ def main() -> None:
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         return
     if args.json:
-        print(json.dumps(measure(args, args.scan)))
+        print(json.dumps(measure(args, args.scan, args.compile == "on")))
         return
     scans = ["parallel", "sequential"] if args.scan == "both" else [args.scan]
     print(
@@ -210,9 +287,15 @@ def main() -> None:
         f"threads={torch.get_num_threads()} mixed_precision={args.mixed_precision} "
         f"load average before: {os.getloadavg()[0]:.2f}"
     )
+    if args.compile == "both":
+        for scan in scans:
+            print(f"scan={scan}:")
+            compare_compiled(args, scan)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return
     totals = {}
     for scan in scans:
-        times = measure(args, scan)
+        times = measure(args, scan, args.compile == "on")
         print(f"scan={scan}: medians of {len(times)} steps, seconds (wall / process CPU)")
         for part in _parts(times):
             wall, cpu = _median(times, part, 0), _median(times, part, 1)

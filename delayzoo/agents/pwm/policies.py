@@ -16,6 +16,7 @@ from delayzoo.agents.common.pending import has_pending_view, read_pending_view
 from delayzoo.agents.common.precision import autocast
 from delayzoo.agents.common.scan import SCAN_METHODS
 from delayzoo.agents.pwm.actor_critic import ActorCritic, ActorCriticConfig, action_size
+from delayzoo.agents.pwm.compilation import UpdatePasses
 from delayzoo.agents.pwm.forecast import forecast_state
 from delayzoo.agents.pwm.world_model import ObservationLayout, RecurrentState, WorldModel, WorldModelConfig
 
@@ -50,8 +51,7 @@ def resolve_delay_mode(delay_mode: str | None, observation_space: spaces.Space) 
     if delay_mode == "forecast" and not has_pending_view(observation_space):
         raise ValueError(
             "delay_mode='forecast' needs the pending actions and the delay in the observation, "
-            f"got {observation_space}; "
-            + _WRAP_HINT
+            f"got {observation_space}; " + _WRAP_HINT
         )
     return delay_mode
 
@@ -100,6 +100,10 @@ class PWMPolicy(BasePolicy):
         imagination, reads badly (CartPole-v1 under delays of 5 steps: 42 with the modes, 314 with 16
         samples). ``0``: one forecast from the prior's modes (no sampling). Stochastic acting samples one
         forecast and one action, which is a sample of the same mixture.
+    :param compile_update: run imagination and the actor-critic loss compiled with ``torch.compile``
+        (:mod:`~delayzoo.agents.pwm.compilation`): the same losses and gradients up to float rounding,
+        cheaper on small models; tens of seconds of compilation on the first update; plain, with a
+        warning, where compilation is not available.
     """
 
     def __init__(
@@ -118,8 +122,11 @@ class PWMPolicy(BasePolicy):
         scan_method: str = "auto",
         delay_mode: str | None = None,
         forecast_samples: int = 16,
+        compile_update: bool = False,
     ) -> None:
         super().__init__(observation_space, action_space, squash_output=False)
+        if not isinstance(compile_update, bool):
+            raise ValueError(f"compile_update must be True or False, got {compile_update!r}")
         if scan_method not in SCAN_METHODS:
             raise ValueError(f"Unknown scan_method {scan_method!r}: accepted values are {SCAN_METHODS}")
         if isinstance(forecast_samples, bool) or not isinstance(forecast_samples, int) or forecast_samples < 0:
@@ -158,6 +165,8 @@ class PWMPolicy(BasePolicy):
         self.world_model_optimizer = adamw(self.world_model, lr_schedule(1), 1e-8)
         self.actor_optimizer = adamw(self.actor_critic.actor, actor_lr, 1e-5)
         self.critic_optimizer = adamw(self.actor_critic.critic, critic_lr, 1e-5)
+        self.compile_update = compile_update
+        self.update_passes = UpdatePasses(self.actor_critic, compile_update)
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
@@ -173,6 +182,7 @@ class PWMPolicy(BasePolicy):
             scan_method=self.scan_method,
             delay_mode=self.delay_mode,
             forecast_samples=self.forecast_samples,
+            compile_update=self.compile_update,
         )
         return data
 
@@ -325,8 +335,11 @@ class PWMPolicy(BasePolicy):
             return actor.sample(self.world_model.features(ahead, ahead_state["readout"]), deterministic)
         repeat = lambda x: x.repeat_interleave(samples, dim=0)  # noqa: E731
         ahead, ahead_state = forecast_state(
-            self.world_model, repeat(latent), {name: repeat(value) for name, value in state.items()},
-            repeat(pending), repeat(delays),
+            self.world_model,
+            repeat(latent),
+            {name: repeat(value) for name, value in state.items()},
+            repeat(pending),
+            repeat(delays),
         )
         dist = actor.distribution(self.world_model.features(ahead, ahead_state["readout"]))
         batch = latent.shape[0]

@@ -234,8 +234,16 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         _init_setup_model: bool = True,
     ) -> None:
         self._check_hyperparameters(
-            learning_rate, buffer_size, learning_starts, batch_size, sequence_length, imagination_horizon,
-            train_freq, gradient_steps, gamma, stats_window_size,
+            learning_rate,
+            buffer_size,
+            learning_starts,
+            batch_size,
+            sequence_length,
+            imagination_horizon,
+            train_freq,
+            gradient_steps,
+            gamma,
+            stats_window_size,
         )
         if env is not None and not isinstance(env, str):
             self._check_spaces(env.observation_space, env.action_space)
@@ -413,6 +421,13 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
             "CartPole-v1 entry of hyperparams/pwm.yml) or fewer steps",
         )
 
+    def _report_compilation(self, seconds: float) -> None:
+        """Log (and with ``verbose`` print) the seconds the compiled passes took to compile."""
+        self.logger.record("train/compile_seconds", seconds)
+        if self.verbose >= 1:
+            state = "compiled" if self.policy.update_passes.compiled else "tried to compile (now plain)"
+            print(f"PWM {state} imagination and the actor-critic loss in {seconds:.1f} s (wall, once per process)")
+
     def _sample_action(
         self, learning_starts: int, action_noise: ActionNoise | None = None, n_envs: int = 1
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -508,7 +523,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         update in imagination from all of that batch's posterior states).
 
         The wall and process CPU seconds of the last update's parts (``"world_model"``, sampling
-        included; ``"imagination"``; ``"actor_critic"``) are in ``last_update_times``.
+        included; ``"imagination"``; ``"actor_critic"``) are in ``last_update_times``. With
+        ``compile_update`` the first update also compiles (``train/compile_seconds`` in the logger).
 
         Skipped while the replay buffer holds less than one window per env (e.g. right after
         ``load`` without ``load_replay_buffer``).
@@ -519,6 +535,7 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
         policy.set_training_mode(True)
         self._update_learning_rate(policy.world_model_optimizer)
         logs: dict[str, list[float]] = defaultdict(list)
+        compile_seconds = policy.update_passes.compile_seconds
         for _ in range(gradient_steps):
             clock = PartClock(self.device)
             batch = self.replay_buffer.sample(batch_size, self.sequence_length, self._sample_rng)
@@ -545,10 +562,11 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
 
             latent = starts["latent"].flatten(0, 1)  # imagination updates the starts' memories in place
             state = {name: value.flatten(0, 1) for name, value in starts["state"].items()}
+            passes = policy.update_passes
             with policy.autocast():
-                rollout = policy.actor_critic.imagine(policy.world_model, latent, state, self.imagination_horizon)
+                rollout = passes.imagine(policy.world_model, latent, state, self.imagination_horizon)
                 clock.lap("imagination")
-                actor_loss, critic_loss, agent_metrics = policy.actor_critic.imagination_loss(
+                actor_loss, critic_loss, agent_metrics = passes.imagination_loss(
                     rollout, self.gamma, policy.scan_method
                 )
             policy.actor_optimizer.zero_grad()
@@ -565,7 +583,10 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 logs[name].append(value)
 
         self._n_updates += gradient_steps
-        if getattr(self, "_projection_due", False):
+        compiled = policy.update_passes.compile_seconds - compile_seconds
+        if compiled > 0:  # the run-time projection waits for an update without compilation
+            self._report_compilation(compiled)
+        elif getattr(self, "_projection_due", False):
             self._project_run_time()
         self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
         for name, values in logs.items():
