@@ -3,6 +3,7 @@ import torch
 
 from delayzoo.agents.common.transforms import (
     SHORT_SOFTMAX_CLASSES,
+    _hats,
     short_softmax,
     symlog_support,
     two_hot,
@@ -41,3 +42,28 @@ def test_two_hot_log_likelihood_equals_dense_two_hot_cross_entropy(bins):
     (gathered_grad,) = torch.autograd.grad(gathered.square().sum(), logits)
     torch.testing.assert_close(gathered, dense)
     torch.testing.assert_close(gathered_grad, dense_grad)
+
+
+def test_two_hot_as_hat_functions_equals_two_hot_on_uneven_supports():
+    """The compiled form of the two-hot likelihood (hat functions) on a support with uneven gaps."""
+    support = torch.tensor([-5.0, -1.0, 0.0, 0.5, 3.0, 10.0])
+    x = torch.tensor([-9.0, -5.0, -3.0, -1.0, 0.2, 0.5, 1.0, 9.9, 10.0, 12.0])
+    torch.testing.assert_close(_hats(x, support), two_hot(x, support))
+
+
+def test_two_hot_log_likelihood_under_torch_compile_equals_the_eager_form():
+    generator = torch.Generator().manual_seed(1)
+    support = symlog_support(255)
+    x = torch.randn(3, 50, generator=generator) * 8
+    logits = torch.randn(3, 50, 255, generator=generator, requires_grad=True)
+
+    def loss(logits):
+        return two_hot_log_likelihood(x, torch.log_softmax(logits, -1), support).square().sum()
+
+    torch._dynamo.reset()
+    eager, compiled = loss(logits), torch.compile(loss, backend="aot_eager")(logits)
+    (eager_grad,) = torch.autograd.grad(eager, logits)
+    (compiled_grad,) = torch.autograd.grad(compiled, logits)
+    torch._dynamo.reset()
+    torch.testing.assert_close(compiled, eager)
+    torch.testing.assert_close(compiled_grad, eager_grad)

@@ -57,16 +57,30 @@ def two_hot(x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
 
 
 def two_hot_log_likelihood(x: torch.Tensor, log_probs: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """``(two_hot(x, support) * log_probs).sum(-1)``, read from the two bins instead of a dense two-hot.
+    """``(two_hot(x, support) * log_probs).sum(-1)`` without the scattered dense two-hot.
 
-    The cross-entropy of a two-hot target touches two bins per scalar: gathering them skips building,
-    multiplying and summing ``x.numel() x len(support)`` mostly-zero weights (the same value and
-    gradients up to float rounding).
+    The cross-entropy of a two-hot target touches two bins per scalar. Run eagerly, it gathers them,
+    which skips building, multiplying and summing ``x.numel() x len(support)`` mostly-zero weights.
+    Under ``torch.compile`` it writes the two-hot as hat functions of the bins instead, one element-wise
+    expression that the compiler fuses into the reduction (inductor's code for the gather's backward, a
+    scatter, is slower than the dense form). Both give the same value and gradients up to float rounding.
     """
+    if torch.compiler.is_compiling():
+        return (_hats(x, support) * log_probs).sum(-1)
     lower, upper, weight_high = _two_hot_bins(x, support)
     low = log_probs.gather(-1, lower.unsqueeze(-1)).squeeze(-1)
     high = log_probs.gather(-1, upper.unsqueeze(-1)).squeeze(-1)
     return (1.0 - weight_high) * low + weight_high * high
+
+
+def _hats(x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """:func:`two_hot` as the bins' piecewise-linear hat functions at ``x`` (clamped to the support)."""
+    support = support.to(dtype=x.dtype, device=x.device)
+    gaps = support[1:] - support[:-1]
+    infinite = support.new_full((1,), float("inf"))
+    left, right = torch.cat([infinite, gaps]), torch.cat([gaps, infinite])
+    offset = x.clamp(support[0], support[-1]).unsqueeze(-1) - support
+    return torch.minimum(1.0 + offset / left, 1.0 - offset / right).clamp(0.0, 1.0)
 
 
 def expectation(logits: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
