@@ -149,13 +149,9 @@ class PWMPolicy(BasePolicy):
         self.world_model_grad_clip, self.actor_critic_grad_clip = world_model_grad_clip, actor_critic_grad_clip
         self.weight_decay, self.scan_method = weight_decay, scan_method
         self.mixed_precision = mixed_precision
-        layout = ObservationLayout(self.model_observation_space)
-        self.world_model = WorldModel(
-            layout,
-            action_size(action_space),
-            _config(WorldModelConfig, world_model_kwargs, "world_model_kwargs"),
-            scan_method,
-        )
+        world_model_config = _config(WorldModelConfig, world_model_kwargs, "world_model_kwargs")
+        layout = ObservationLayout(self.model_observation_space, frames=world_model_config.frames == "conv")
+        self.world_model = WorldModel(layout, action_size(action_space), world_model_config, scan_method)
         self.actor_critic = ActorCritic(
             self.world_model.feature_size,
             action_space,

@@ -40,6 +40,15 @@ from delayzoo.agents.common.transforms import (
     symlog_support,
     two_hot_log_likelihood,
 )
+from delayzoo.agents.pwm.frames import (
+    FRAME_LOSSES,
+    FRAME_MODES,
+    FrameDecoder,
+    FrameEncoder,
+    frame_reconstruction_loss,
+    is_frame_space,
+    norm2d,
+)
 from delayzoo.agents.pwm.sequence import GatedFeedForward, RecurrentState, SequenceModel
 
 NORMS = ("batch", "group")
@@ -47,19 +56,23 @@ NORMS = ("batch", "group")
 
 
 class ObservationLayout:
-    """How an observation space splits into one image (channels-first uint8) and one flat vector.
+    """How an observation space splits into one image (channels-first uint8), one stack of small frames
+    (with ``frames``) and one flat vector.
 
-    Images of a ``Dict`` are stacked along channels; ``Box`` vectors are flattened, ``Discrete`` and
-    ``MultiDiscrete`` parts are one-hot encoded and everything non-image is concatenated.
+    Images of a ``Dict`` are stacked along channels, and so are frames; ``Box`` vectors are flattened,
+    ``Discrete`` and ``MultiDiscrete`` parts are one-hot encoded and everything else is concatenated.
 
     :param observation_space: ``Box`` (image or vector), ``Discrete``, ``MultiDiscrete`` or a ``Dict`` of those.
+    :param frames: read float ``(C, H, W)`` boxes in [0, 1] (:func:`~delayzoo.agents.pwm.frames.is_frame_space`,
+        MinAtar's frames) as frames rather than as part of the vector.
     """
 
-    def __init__(self, observation_space: spaces.Space) -> None:
+    def __init__(self, observation_space: spaces.Space, frames: bool = False) -> None:
         self.observation_space = observation_space
         self.is_dict = isinstance(observation_space, spaces.Dict)
         items = observation_space.spaces.items() if self.is_dict else [(None, observation_space)]
         self.image_keys: list[str | None] = []
+        self.frame_keys: list[str | None] = []
         self.vector_keys: list[str | None] = []
         self.vector_sizes: list[int] = []
         image_size = None
@@ -70,6 +83,10 @@ class ObservationLayout:
                     raise ValueError(f"All images must share height and width, got {space} for {name}")
                 image_size = tuple(space.shape[1:])
                 self.image_keys.append(key)
+            elif frames and is_frame_space(space):
+                if self.frame_keys and tuple(space.shape[1:]) != self._space(self.frame_keys[0]).shape[1:]:
+                    raise ValueError(f"All frames must share height and width, got {space} for {name}")
+                self.frame_keys.append(key)
             elif isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete)):
                 self.vector_keys.append(key)
                 self.vector_sizes.append(_vector_size(space))
@@ -82,6 +99,10 @@ class ObservationLayout:
         if self.image_keys:
             channels = sum(self._space(key).shape[0] for key in self.image_keys)
             self.image_shape = (channels, *image_size)
+        self.frame_shape = None
+        if self.frame_keys:
+            first = self._space(self.frame_keys[0]).shape
+            self.frame_shape = (sum(self._space(key).shape[0] for key in self.frame_keys), *first[1:])
         self.vector_size = sum(self.vector_sizes)
 
     def _space(self, key: str | None) -> spaces.Space:
@@ -96,6 +117,12 @@ class ObservationLayout:
             return None
         parts = [self._get(obs, key).float() for key in self.image_keys]
         return torch.cat(parts, dim=batch_dims) / 255.0
+
+    def frames(self, obs, batch_dims: int) -> torch.Tensor | None:
+        """Frames as floats, shape ``batch + (C, H, W)``."""
+        if not self.frame_keys:
+            return None
+        return torch.cat([self._get(obs, key).float() for key in self.frame_keys], dim=batch_dims)
 
     def vector(self, obs, batch_dims: int) -> torch.Tensor | None:
         """The non-image parts as one float vector, shape ``batch + (vector_size,)``."""
@@ -139,8 +166,21 @@ def _check_norm(norm: str) -> None:
         raise ValueError(f"Unknown norm {norm!r}: accepted values are {NORMS}")
 
 
-def _norm2d(norm: str, channels: int) -> nn.Module:
-    return nn.BatchNorm2d(channels) if norm == "batch" else nn.GroupNorm(1, channels)
+def _check_frames(config: WorldModelConfig, layout: ObservationLayout) -> None:
+    if config.frames not in FRAME_MODES:
+        raise ValueError(f"Unknown frames {config.frames!r}: accepted values are {FRAME_MODES}")
+    if config.frame_loss not in FRAME_LOSSES:
+        raise ValueError(f"Unknown frame_loss {config.frame_loss!r}: accepted values are {FRAME_LOSSES}")
+    channels = tuple(config.frame_channels)
+    if not channels or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in channels):
+        raise ValueError(f"frame_channels must be a non-empty tuple of positive ints, got {config.frame_channels!r}")
+    if config.frames == "conv" and layout.frame_shape is None:
+        raise ValueError(
+            f"frames='conv' needs a float (C, H, W) Box with values in [0, 1] (e.g. MinAtar's frames) in the "
+            f"observation space, got {layout.observation_space}"
+        )
+    if config.frames == "vector" and layout.frame_shape is not None:
+        raise ValueError("the layout reads frames but frames='vector': build it with frames=False")
 
 
 class LogitNorm(nn.Module):
@@ -164,7 +204,7 @@ class ConvEncoder(nn.Module):
         in_channels = image_shape[0]
         for out_channels in channels:
             conv = nn.Conv2d(in_channels, out_channels, 4, 2, 1, bias=False)
-            layers += [conv, _norm2d(norm, out_channels), nn.SiLU()]
+            layers += [conv, norm2d(norm, out_channels), nn.SiLU()]
             in_channels = out_channels
         self.net = nn.Sequential(*layers)
         sizes = [tuple(image_shape[1:])]
@@ -198,7 +238,7 @@ class ConvDecoder(nn.Module):
         self.sizes = encoder.sizes[::-1]
         self.first_shape = (channels[-1], *self.sizes[0])
         self.linear = nn.Linear(in_size, int(np.prod(self.first_shape)), bias=False)
-        self.first_norm = _norm2d(norm, channels[-1])
+        self.first_norm = norm2d(norm, channels[-1])
         out_channels = list(channels[-2::-1]) + [image_shape[0]]
         self.deconvs = nn.ModuleList()
         self.norms = nn.ModuleList()
@@ -206,7 +246,7 @@ class ConvDecoder(nn.Module):
         for index, out in enumerate(out_channels):
             last = index == len(out_channels) - 1
             self.deconvs.append(nn.ConvTranspose2d(in_channels, out, 4, 2, 1, bias=last))
-            self.norms.append(nn.Sigmoid() if last else nn.Sequential(_norm2d(norm, out), nn.SiLU()))
+            self.norms.append(nn.Sigmoid() if last else nn.Sequential(norm2d(norm, out), nn.SiLU()))
             in_channels = out
 
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
@@ -236,6 +276,10 @@ class WorldModelConfig:
     ``norm``: ``"batch"`` (the reference's BatchNorm in the conv stages, the decoder and on the posterior
     and prior logits; needs at least 2 samples per training batch) or ``"group"`` (GroupNorm(1, C) and
     LayerNorm, independent of the batch).
+    ``frames``: how a float ``(C, H, W)`` box in [0, 1] (MinAtar's frames) is read: ``"vector"`` (flattened
+    into the vector part, as any other box) or ``"conv"`` (:mod:`~delayzoo.agents.pwm.frames`: side-keeping
+    convolutions of ``frame_channels``, and a decoder of per-pixel logits trained by ``frame_loss``,
+    ``"bce"`` or ``"mse"``).
     """
 
     stoch: int = 32
@@ -251,6 +295,9 @@ class WorldModelConfig:
     seq_readout_norm: bool = True
     seq_tanh: bool = False
     norm: str = "batch"
+    frames: str = "vector"
+    frame_channels: tuple[int, ...] = (16, 32)
+    frame_loss: str = "bce"
     reward_bins: int = 255
     free_bits: float = 1.0
     dyn_scale: float = 0.5
@@ -271,6 +318,7 @@ class WorldModel(nn.Module):
     ) -> None:
         super().__init__()
         _check_norm(config.norm)
+        _check_frames(config, layout)
         self.layout, self.config, self.action_size, self.scan_method = layout, config, action_size, scan_method
         self.latent_size = config.stoch * config.classes
         self.feature_size = self.latent_size + config.seq_width
@@ -283,6 +331,13 @@ class WorldModel(nn.Module):
                 self.latent_size, layout.image_shape, self.image_encoder, channels, config.norm
             )
             embed_size += self.image_encoder.out_size
+        self.frame_encoder = self.frame_decoder = None
+        if layout.frame_shape is not None:
+            self.frame_encoder = FrameEncoder(layout.frame_shape, tuple(config.frame_channels), config.norm)
+            self.frame_decoder = FrameDecoder(
+                self.latent_size, layout.frame_shape, tuple(config.frame_channels), config.norm
+            )
+            embed_size += self.frame_encoder.out_size
         self.vector_encoder = self.vector_decoder = None
         if layout.vector_size:
             self.vector_encoder = mlp(layout.vector_size, config.mlp_units, config.mlp_layers)
@@ -340,6 +395,9 @@ class WorldModel(nn.Module):
         image = self.layout.image(obs, batch_dims)
         if image is not None:
             embeds.append(self.image_encoder(image))
+        frames = self.layout.frames(obs, batch_dims)
+        if frames is not None:
+            embeds.append(self.frame_encoder(frames))
         vector = self.layout.vector(obs, batch_dims)
         if vector is not None:
             embeds.append(self.vector_encoder(symlog(vector)))
@@ -426,6 +484,11 @@ class WorldModel(nn.Module):
         image = self.layout.image(obs, 2)
         if image is not None:
             reconstruction = reconstruction + reconstruction_loss(self.image_decoder(latent), image)
+        frames = self.layout.frames(obs, 2)
+        if frames is not None:
+            reconstruction = reconstruction + frame_reconstruction_loss(
+                self.frame_decoder(latent), frames, config.frame_loss
+            )
         vector = self.layout.vector(obs, 2)
         if vector is not None:
             error = self.vector_decoder(latent) - symlog(vector)
