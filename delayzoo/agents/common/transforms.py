@@ -32,16 +32,6 @@ def h_inverse(y: torch.Tensor, eps: float = 0.001) -> torch.Tensor:
     return torch.sign(y) * ((inner / (2.0 * eps)) ** 2 - 1.0)
 
 
-def _two_hot_bins(x: torch.Tensor, support: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The bins around each ``x`` (clamped to the support): ``(lower, upper, weight of upper)``."""
-    support = support.to(dtype=x.dtype, device=x.device)
-    x = x.clamp(support[0], support[-1])
-    upper = torch.searchsorted(support, x.detach().contiguous(), right=False).clamp(1, len(support) - 1)
-    lower = upper - 1
-    low_value, high_value = support[lower], support[upper]
-    return lower, upper, (x - low_value) / (high_value - low_value)
-
-
 def two_hot(x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
     """Encode scalars ``x`` (any shape) as two-hot weights over the sorted 1-D ``support``.
 
@@ -49,28 +39,27 @@ def two_hot(x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
     support gives back ``x`` exactly; values outside the support are put on the nearest end bin.
     Returns a tensor of shape ``x.shape + (len(support),)``.
     """
-    lower, upper, weight_high = _two_hot_bins(x, support)
+    support = support.to(dtype=x.dtype, device=x.device)
+    x = x.clamp(support[0], support[-1])
+    upper = torch.searchsorted(support, x.detach().contiguous(), right=False).clamp(1, len(support) - 1)
+    lower = upper - 1
+    low_value, high_value = support[lower], support[upper]
+    weight_high = (x - low_value) / (high_value - low_value)
     out = torch.zeros(*x.shape, len(support), dtype=x.dtype, device=x.device)
     out.scatter_(-1, lower.unsqueeze(-1), (1.0 - weight_high).unsqueeze(-1))
     out.scatter_add_(-1, upper.unsqueeze(-1), weight_high.unsqueeze(-1))
     return out
 
 
-def two_hot_log_likelihood(x: torch.Tensor, log_probs: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """``(two_hot(x, support) * log_probs).sum(-1)`` without the scattered dense two-hot.
+def two_hot_target(x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """:func:`two_hot`, written for ``torch.compile`` when compiling.
 
-    The cross-entropy of a two-hot target touches two bins per scalar. Run eagerly, it gathers them,
-    which skips building, multiplying and summing ``x.numel() x len(support)`` mostly-zero weights.
-    Under ``torch.compile`` it writes the two-hot as hat functions of the bins instead, one element-wise
-    expression that the compiler fuses into the reduction (inductor's code for the gather's backward, a
-    scatter, is slower than the dense form). Both give the same value and gradients up to float rounding.
+    Under ``torch.compile`` the two-hot is the bins' hat functions, one element-wise expression the
+    compiler fuses into the cross-entropy's reduction (inductor's code for :func:`two_hot`'s scatter is
+    slow); run eagerly it is :func:`two_hot` (gathering the two bins instead was slower over PWM's whole
+    update). The values agree up to float rounding.
     """
-    if torch.compiler.is_compiling():
-        return (_hats(x, support) * log_probs).sum(-1)
-    lower, upper, weight_high = _two_hot_bins(x, support)
-    low = log_probs.gather(-1, lower.unsqueeze(-1)).squeeze(-1)
-    high = log_probs.gather(-1, upper.unsqueeze(-1)).squeeze(-1)
-    return (1.0 - weight_high) * low + weight_high * high
+    return _hats(x, support) if torch.compiler.is_compiling() else two_hot(x, support)
 
 
 def _hats(x: torch.Tensor, support: torch.Tensor) -> torch.Tensor:

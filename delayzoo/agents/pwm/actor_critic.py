@@ -24,7 +24,7 @@ from torch import nn
 from torch.distributions import Categorical, Independent, Normal
 
 from delayzoo.agents.common.scan import lambda_returns
-from delayzoo.agents.common.transforms import expectation, symexp, symlog, symlog_support, two_hot_log_likelihood
+from delayzoo.agents.common.transforms import expectation, symexp, symlog, symlog_support, two_hot_target
 from delayzoo.agents.pwm.world_model import RecurrentState, WorldModel, mlp
 
 
@@ -226,16 +226,14 @@ class ActorCritic(nn.Module):
             self.return_scale.mul_(config.return_scale_decay).add_((1.0 - config.return_scale_decay) * spread)
             scale = torch.clamp(self.return_scale, min=1.0)
             advantage = (returns - values[:-1, :, 0]) / scale
+            support = self.critic.support
+            target = two_hot_target(symlog(returns), support) + two_hot_target(symlog(slow_returns), support)
 
         dist = self.actor.distribution(features[:-1])
         log_prob = dist.log_prob(rollout.raw_actions)
         entropy = dist.entropy()
         actor_loss = -(weights * (advantage * log_prob + config.entropy_coef * entropy)).mean()
-        log_probs, support = torch.log_softmax(logits[:-1], -1), self.critic.support
-        likelihood = two_hot_log_likelihood(symlog(returns), log_probs, support) + two_hot_log_likelihood(
-            symlog(slow_returns), log_probs, support
-        )  # the reference's target: the sum of the two returns' two-hots
-        critic_loss = -(weights * likelihood).mean()
+        critic_loss = -(weights * (target * torch.log_softmax(logits[:-1], -1)).sum(-1)).mean()
 
         statistics = {
             "actor_loss": actor_loss.detach(),

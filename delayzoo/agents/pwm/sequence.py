@@ -166,7 +166,7 @@ def _write_and_read(
 def memory_step(
     matrix: torch.Tensor, forget: torch.Tensor, key: torch.Tensor, value: torch.Tensor, query: torch.Tensor
 ) -> torch.Tensor:
-    """One step of the memory, written into ``matrix`` (no autograd), and its read.
+    """One step of the memory, written into ``matrix`` (no autograd), and its read, for compiled rollouts.
 
     An operator of its own so that ``torch.compile`` keeps it whole: inductor turns the small batched
     matmul of the read into a generated loop that ran about 5x slower than torch's kernel on our CPUs.
@@ -277,8 +277,10 @@ class SequenceCell(nn.Module):
         """
         forget, query, key, value = (part.to(matrix.dtype) for part in self._components(x, last_input))
         with torch.autocast(x.device.type, enabled=False):  # the memory stays float32, as in forward
-            if in_place:
+            if in_place and torch.compiler.is_compiling():
                 memory, read = matrix, memory_step(matrix, forget, key, value, query)
+            elif in_place:
+                memory, read = matrix, _write_and_read(matrix, forget, key, value, query)
             else:
                 memory = matrix.clone()
                 read = _write_and_read(memory, forget, key, value, query)

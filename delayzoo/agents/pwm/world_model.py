@@ -38,7 +38,7 @@ from delayzoo.agents.common.transforms import (
     symexp,
     symlog,
     symlog_support,
-    two_hot_log_likelihood,
+    two_hot_target,
 )
 from delayzoo.agents.pwm.frames import (
     FRAME_LOSSES,
@@ -506,8 +506,8 @@ class WorldModel(nn.Module):
         dyn_loss = (dyn * same_episode).sum() / denominator
         rep_loss = (rep * same_episode).sum() / denominator
 
-        reward_log_probs = torch.log_softmax(self.reward_head(h), -1)
-        reward_loss = -two_hot_log_likelihood(symlog(reward), reward_log_probs, self.reward_support).mean()
+        reward_target = two_hot_target(symlog(reward), self.reward_support)
+        reward_loss = -(reward_target * torch.log_softmax(self.reward_head(h), -1)).sum(-1).mean()
         continue_loss = F.binary_cross_entropy_with_logits(self.continue_head(h).squeeze(-1), 1.0 - terminal.float())
 
         loss = reconstruction + config.dyn_scale * dyn_loss + config.rep_scale * rep_loss + reward_loss + continue_loss
