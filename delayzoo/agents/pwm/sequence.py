@@ -151,11 +151,18 @@ def _parallel_matrix_memory(
 
 
 def _write_and_read(
-    memory: torch.Tensor, forget: torch.Tensor, key: torch.Tensor, value: torch.Tensor, query: torch.Tensor
-) -> torch.Tensor:
-    """``S <- diag(f) S + k v^T`` on ``memory`` ``(B, K, V)`` in place, then the read ``q^T S`` ``(B, V)``."""
-    memory.mul_(forget.unsqueeze(-1)).addcmul_(key.unsqueeze(-1), value.unsqueeze(-2))
-    return torch.matmul(query.unsqueeze(-2), memory).squeeze(-2)
+    matrix: torch.Tensor,
+    forget: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    query: torch.Tensor,
+    in_place: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``S' = diag(f) S + k v^T`` from ``matrix`` ``(B, K, V)`` (written into it when ``in_place``), and the
+    read ``q^T S'`` ``(B, V)``."""
+    memory = matrix.mul_(forget.unsqueeze(-1)) if in_place else matrix * forget.unsqueeze(-1)
+    memory.addcmul_(key.unsqueeze(-1), value.unsqueeze(-2))
+    return memory, torch.matmul(query.unsqueeze(-2), memory).squeeze(-2)
 
 
 @torch.library.custom_op(
@@ -171,7 +178,7 @@ def memory_step(
     An operator of its own so that ``torch.compile`` keeps it whole: inductor turns the small batched
     matmul of the read into a generated loop that ran about 5x slower than torch's kernel on our CPUs.
     """
-    return _write_and_read(matrix, forget, key, value, query)
+    return _write_and_read(matrix, forget, key, value, query, in_place=True)[1]
 
 
 @memory_step.register_fake
@@ -279,11 +286,8 @@ class SequenceCell(nn.Module):
         with torch.autocast(x.device.type, enabled=False):  # the memory stays float32, as in forward
             if in_place and torch.compiler.is_compiling():
                 memory, read = matrix, memory_step(matrix, forget, key, value, query)
-            elif in_place:
-                memory, read = matrix, _write_and_read(matrix, forget, key, value, query)
             else:
-                memory = matrix.clone()
-                read = _write_and_read(memory, forget, key, value, query)
+                memory, read = _write_and_read(matrix, forget, key, value, query, in_place)
         return self._finish(x, read), memory
 
 
