@@ -1,0 +1,44 @@
+"""``benchmarks/pwm_update.py``: the models ``--size`` names come from ``pwm.yml``; ``--compile`` options."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from delayzoo.zoo.trust import parse_kwargs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("pwm_update", REPO / "benchmarks" / "pwm_update.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sizes_are_the_models_of_their_pwm_yml_entries():
+    script = _script()
+    entries = yaml.safe_load((REPO / "delayzoo" / "hyperparams" / "pwm.yml").read_text())
+    for size, entry in (("cartpole", "CartPole-v1@benchmark"), ("minatar", "MinAtar/Breakout-v1")):
+        kwargs = parse_kwargs(entries[entry]["policy_kwargs"], entry)
+        assert script.model_size(size) == {
+            "world_model_kwargs": kwargs["world_model_kwargs"],
+            "actor_critic_kwargs": kwargs["actor_critic_kwargs"],
+        }
+    assert script.model_size("paper") == {}
+    assert script.SIZE_ENVS == {"cartpole": "CartPole-v1", "minatar": "MinAtar/Breakout-v1"}
+
+
+def test_compile_both_is_refused_beside_a_baseline():
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "pwm_update.py"), "--size", "cartpole", "--compile", "both",
+         "--baseline", "HEAD"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "--baseline measures one version of this tree: --compile on or off" in result.stderr
