@@ -149,7 +149,9 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     - on CPU the window pass runs a fused loop over time (``scan_method="auto"``) that writes the memories
       straight into the imagination starts; the reference's odd-even scan gives the same values and is
       about twice slower there (GPUs use the parallel scan);
-    - each critic runs once per update; the conv stacks use channels-last activations.
+    - each critic runs once per update; the conv stacks use channels-last activations;
+    - with ``policy_kwargs=dict(compile_update=True)`` (off by default) imagination and the actor-critic
+      loss run through ``torch.compile``, with the same random draws (:mod:`~delayzoo.agents.pwm.compilation`).
 
     Design choices that differ (not bugs; kept because they suit SB3 users or are harmless):
 
@@ -160,7 +162,10 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
       reference: one optimiser, one joint clip);
     - vector observations go through a 2 x 512 MLP on symlog inputs and are reconstructed in symlog
       space (the reference's DMC proprio model: 4 x 1024 on raw inputs), so that the heads keep the
-      reference's 2 x 512; ``Discrete`` / ``MultiDiscrete`` parts are one-hot;
+      reference's 2 x 512; ``Discrete`` / ``MultiDiscrete`` parts are one-hot; small float frames in
+      [0, 1] (MinAtar's) are such a vector by default, or, with ``world_model_kwargs=dict(frames="conv")``,
+      read by side-keeping convolutions with a Bernoulli reconstruction (:mod:`~delayzoo.agents.pwm.frames`),
+      because the reference's image path takes 64x64 bytes and would halve 10x10 frames to 2x2;
     - the slow critic enters the critic target in every setting (the reference's DMC build leaves it
       unused);
     - the first policy step after the random warm-up starts from a fresh state; frames stay uint8 on the
