@@ -39,6 +39,7 @@ from stable_baselines3.common.monitor import Monitor
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
+from delayzoo.version import source_commit
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
 HYPERPARAMS = pathlib.Path(__file__).resolve().parents[1] / "delayzoo" / "hyperparams" / "delayed_ez.yml"
@@ -122,6 +123,7 @@ def run(max_delay: int, mode: str, seed: int, steps: int | None = None, eval_eve
         "cpu_s": round(time.process_time() - cpu + worker_cpu, 1),
         "threads": torch.get_num_threads(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        "commit": source_commit(),
     }
     if model._worker is not None:
         model._worker.close()

@@ -114,3 +114,4 @@ def test_the_study_overrides_any_entry_value_policy_kwargs_included():
     model, steps = study.build(0, "forward", 0, {"policy_kwargs": kwargs, "num_simulations": 3})
     assert model.num_simulations == 3 and steps == 20_000
     assert model.policy.network.config.value_prefix_norm == "layer" and model.policy.network.lstm.hidden_size == 8
+
