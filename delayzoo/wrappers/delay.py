@@ -39,8 +39,13 @@ __all__ = [
     "ActionQueue",
     "ExecutionDelay",
     "ObservationDelay",
+    "MAX_DELAY",
     "find_wrapper",
 ]
+
+MAX_DELAY = 10_000
+"""The largest delay a wrapper holds, in steps: its queue and the padded arrays of its ``info`` have that many
+rows, so a larger maximum (a latency trace read at a tiny step, say) is refused rather than allocated."""
 
 
 def _check_int(value: Any, name: str, low: int = 0, high: int | None = None) -> int:
@@ -186,7 +191,9 @@ class TraceDelay:
     def __init__(self, delays: Sequence[int] | np.ndarray, loop: bool = True) -> None:
         if len(delays) == 0:
             raise ValueError("delays must hold at least one delay, got an empty sequence")
-        self.delays = np.array([_check_int(d, f"delays[{i}]") for i, d in enumerate(delays)], dtype=np.int64)
+        self.delays = np.array(
+            [_check_int(d, f"delays[{i}]", 0, MAX_DELAY) for i, d in enumerate(delays)], dtype=np.int64
+        )
         self.loop = bool(loop)
         self.max_delay = int(self.delays.max())
         self._position = 0
@@ -202,7 +209,9 @@ class TraceDelay:
         """The trace of measured latencies, each rounded up to whole steps of ``step_duration``.
 
         A latency that ends inside a step is seen at the next one, hence rounding up. ``step_duration``
-        is in the latencies' unit; with ``max_delay`` each delay is capped at it.
+        is in the latencies' unit; with ``max_delay`` each delay is capped at it (before any conversion to
+        integers, so a huge latency is simply the cap). Without ``max_delay``, a latency of more than
+        :data:`MAX_DELAY` steps is refused, naming it.
 
         >>> TraceDelay.from_latencies([0.0, 0.01, 0.02, 0.05, 0.3], step_duration=0.02, max_delay=5).delays.tolist()
         [0, 1, 1, 3, 5]
@@ -210,38 +219,76 @@ class TraceDelay:
         if isinstance(step_duration, bool) or not isinstance(step_duration, numbers.Real) or not (
             0 < float(step_duration) < math.inf
         ):
-            raise ValueError(f"step_duration must be a positive number, got {step_duration!r}")
-        values = np.asarray(latencies, dtype=np.float64).reshape(-1)
+            raise ValueError(f"step_duration must be a positive finite number, got {step_duration!r}")
+        try:
+            values = np.asarray(latencies, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"latencies must be a sequence of numbers ({error})") from None
+        if values.size == 0:
+            raise ValueError("latencies must hold at least one latency, got an empty sequence")
         bad = ~np.isfinite(values) | (values < 0)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"latencies must be finite and >= 0, got latencies[{i}] = {latencies[i]!r}")
+            raise ValueError(f"latencies must be finite and >= 0, got latencies[{i}] = {float(values[i])!r}")
+        cap = float(MAX_DELAY) if max_delay is None else float(_check_int(max_delay, "max_delay", 0, MAX_DELAY))
         # 1e-9 of a step keeps a latency of whole steps (0.06 / 0.02 = 3.0000000000000004) at that many steps
-        steps = np.ceil(values / float(step_duration) - 1e-9).astype(np.int64)
-        if max_delay is not None:
-            steps = np.minimum(steps, _check_int(max_delay, "max_delay"))
-        return cls(steps.tolist(), loop=loop)
+        with np.errstate(over="ignore"):
+            steps = np.ceil(values / float(step_duration) - 1e-9)
+        if max_delay is None and (steps > cap).any():
+            i = int(np.flatnonzero(steps > cap)[0])
+            raise ValueError(
+                f"latencies[{i}] = {float(values[i])!r} is {steps[i]:.3g} steps of {step_duration!r}, above the "
+                f"{MAX_DELAY} steps a delay wrapper holds; pass max_delay to cap the delays"
+            )
+        return cls(np.clip(steps, 0.0, cap).astype(np.int64).tolist(), loop=loop)
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str], column: str | int = "delay", loop: bool = True) -> TraceDelay:
-        """The per-step delays in ``column`` of a CSV file whose first row names the columns.
+        """The per-step delays in ``column`` of a comma-separated file whose first row names the columns.
+
+        Blank lines and a UTF-8 byte-order mark are skipped; every other row must have as many cells as the
+        header, and its ``column`` cell must be an integer delay. A bad file is a ``ValueError`` naming the
+        file, the line and the column (a missing one is the ``FileNotFoundError`` of ``open``).
 
         :param path: the file (:func:`example_trace_path` is one)
         :param column: a name of the first row, or a column's index from 0
         :param loop: as for :class:`TraceDelay`
         """
-        with open(path, newline="") as file:
-            rows = [row for row in csv.reader(file) if row]
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as file:
+                reader = csv.reader(file)
+                rows = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+        except UnicodeDecodeError as error:
+            raise ValueError(f"{path} is not a UTF-8 text file ({error})") from None
+        except csv.Error as error:
+            raise ValueError(f"{path} is not a readable CSV file ({error})") from None
         if not rows:
             raise ValueError(f"{path} is empty; expected a row of column names, then one delay per row")
-        header, *values = rows
+        (_, header), *values = rows
+        header = [name.strip() for name in header]
         if isinstance(column, str):
             if column not in header:
-                raise ValueError(f"{path} has no column {column!r}; its columns are {header}")
+                hint = ""
+                if len(header) == 1 and any(mark in header[0] for mark in ";\t|"):
+                    hint = " (columns must be separated by commas)"
+                raise ValueError(f"{path} has no column {column!r}; its columns are {header}{hint}")
             index = header.index(column)
         else:
-            index = _check_int(column, "column", 0, len(header) - 1)
-        return cls([_parse_int(row[index], f"{path} line {line}") for line, row in enumerate(values, 2)], loop=loop)
+            try:
+                index = _check_int(column, "column", 0, len(header) - 1)
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"{path} has the columns {header}: {error}") from None
+        name = f"column {header[index]!r}"
+        if not values:
+            raise ValueError(f"{path} has no delays in {name}: only the header row {header}")
+        delays = []
+        for line, row in values:
+            if len(row) != len(header):
+                raise ValueError(
+                    f"{path} line {line} has {len(row)} cell(s), {row}, where the header has {len(header)}, {header}"
+                )
+            delays.append(_parse_int(row[index].strip(), f"{path} line {line}, {name}"))
+        return cls(delays, loop=loop)
 
     def reset(self, rng: np.random.Generator) -> int:
         self._position = int(rng.integers(len(self.delays))) if self.loop else 0
@@ -267,7 +314,7 @@ def _parse_int(text: str, where: str) -> int:
             number = float(text)
         except ValueError:
             raise ValueError(f"the delay at {where} must be an integer, got {text!r}") from None
-    return _check_int(number, f"the delay at {where}")
+    return _check_int(number, f"the delay at {where}", 0, MAX_DELAY)
 
 
 def example_trace_path() -> pathlib.Path:
@@ -352,7 +399,7 @@ def _as_delay_process(delay: int | DelayProcess) -> tuple[DelayProcess, int]:
                 f"delay must be an int or a delay process with max_delay, reset(rng) and step(rng); "
                 f"{process!r} has no {attribute!r}"
             )
-    return copy.deepcopy(process), _check_int(process.max_delay, "delay process max_delay")
+    return copy.deepcopy(process), _check_int(process.max_delay, "delay process max_delay", 0, MAX_DELAY)
 
 
 def _checked_delay(delay: Any, process: DelayProcess, max_delay: int) -> int:
@@ -566,7 +613,7 @@ class ObservationDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # the process restarts; its first delay is checked like every other, and not used (s_0 = 0)
         _checked_delay(self.delay_process.reset(self.delay_rng), self.delay_process, self.max_delay)
         self._unseen.clear()
-        self._shown = observation
+        self._shown = _snapshot(observation)
         self._report(info, [])
         return self._show(), info
 
@@ -575,7 +622,8 @@ class ObservationDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
             action = _check_action(self.env.action_space, self._action_shape, self._action_dtype, action, "action")
         observation, reward, terminated, truncated, info = self.env.step(action)
         executed = action if self._execution_delay is None else info["executed_action"]
-        self._unseen.append((observation, float(reward), executed))
+        # a copy now: an env may write its next observations into the same buffers
+        self._unseen.append((_snapshot(observation), float(reward), executed))
         delay = _checked_delay(self.delay_process.step(self.delay_rng), self.delay_process, self.max_delay)
         still_unseen = 0 if terminated or truncated else min(delay, len(self._unseen))  # t - s_t
         arrived = [self._unseen.popleft() for _ in range(len(self._unseen) - still_unseen)]
@@ -586,7 +634,21 @@ class ObservationDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _show(self) -> Any:
         """A copy of the shown observation: it may be shown again, and what a user is given is theirs to change."""
-        return copy.deepcopy(self._shown)
+        return _snapshot(self._shown)
+
+
+def _snapshot(observation: Any) -> Any:
+    """A copy of ``observation`` that no later write to the env's buffers can change: arrays are copied (the
+    cheapest way), and so are the arrays inside dicts and tuples; anything else is deep-copied."""
+    if isinstance(observation, np.ndarray):
+        return observation.copy()
+    if isinstance(observation, (int, float, bool, np.generic)):
+        return observation
+    if isinstance(observation, dict):
+        return type(observation)((key, _snapshot(value)) for key, value in observation.items())
+    if type(observation) is tuple:
+        return tuple(_snapshot(value) for value in observation)
+    return copy.deepcopy(observation)
 
 
 def _noop(space: spaces.Space) -> Any:

@@ -292,3 +292,89 @@ def test_an_action_outside_the_space_is_refused_naming_it():
     env.reset(seed=0)
     with pytest.raises(ValueError, match="action 7 is outside"):
         env.step(7)
+
+
+class ReusingEnv(gym.Env):
+    """Writes every observation into the same buffers, as simulators and fast vector envs do: the step count in a
+    ``Box``, or in each part of a ``Dict`` or ``Tuple`` (arrays reused, and a plain number beside them)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        box = spaces.Box(0, 1000, shape=(2,), dtype=np.float32)
+        self.action_space = spaces.Discrete(3)
+        self.buffer = np.zeros(2, dtype=np.float32)
+        self.inner = np.zeros((1, 1), dtype=np.float32)
+        if kind == "box":
+            self.observation_space = box
+        elif kind == "dict":
+            inner = spaces.Dict({"grid": spaces.Box(0, 1000, shape=(1, 1), dtype=np.float32)})
+            self.observation_space = spaces.Dict({"position": box, "nested": inner, "count": spaces.Discrete(1000)})
+        else:
+            self.observation_space = spaces.Tuple((box, spaces.Box(0, 1000, shape=(1, 1), dtype=np.float32)))
+
+    def _observation(self):
+        self.buffer[:] = self.t
+        self.inner[:] = self.t
+        if self.kind == "box":
+            return self.buffer
+        if self.kind == "dict":
+            return {"position": self.buffer, "nested": {"grid": self.inner}, "count": self.t}
+        return self.buffer, self.inner
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observation(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._observation(), 1.0, self.t >= 30, False, {}
+
+
+def _steps_of(observation, kind: str) -> set[int]:
+    """The step counts an observation holds (one, if it was kept by value)."""
+    if kind == "box":
+        return {int(value) for value in observation}
+    if kind == "dict":
+        return {int(observation["count"]), *map(int, observation["position"]), int(observation["nested"]["grid"][0, 0])}
+    return {*map(int, observation[0]), int(observation[1][0, 0])}
+
+
+@pytest.mark.parametrize("kind", ["box", "dict", "tuple"])
+@pytest.mark.parametrize("execution_delay", [False, True], ids=["alone", "over-an-execution-delay"])
+@pytest.mark.parametrize("delay", [ConstantDelay(3), RandomWalkDelay(4, p=0.3)], ids=["constant-3", "random-walk-4"])
+def test_held_back_observations_keep_the_values_of_their_step_when_the_env_reuses_its_buffers(
+    kind, execution_delay, delay
+):
+    env: gym.Env = ReusingEnv(kind)
+    if execution_delay:
+        env = ExecutionDelay(env, RandomWalkDelay(2))
+    env = ObservationDelay(env, delay)
+    observation, info = env.reset(seed=0)
+    assert _steps_of(observation, kind) == {0}
+    shown, t, done = 0, 0, False
+    while not done:
+        t += 1
+        observation, _, terminated, truncated, info = env.step(1)
+        done = terminated or truncated
+        arrived = [_steps_of(obs, kind) for obs, _, _ in info["arrived"]]
+        assert arrived == [{step} for step in range(shown + 1, shown + 1 + len(arrived))]  # each at its own step
+        shown += len(arrived)
+        assert _steps_of(observation, kind) == {shown} and info["obs_delay"] == t - shown
+    assert shown == t == 30
+    if isinstance(delay, ConstantDelay):  # the delay did not vanish: step 4 showed step 1
+        env.reset(seed=1)
+        for _ in range(4):
+            observation, *_ = env.step(0)
+        assert _steps_of(observation, kind) == {1}
+
+
+def test_what_the_user_is_given_is_theirs_to_change():
+    env = ObservationDelay(ReusingEnv("dict"), ConstantDelay(2))
+    env.reset(seed=0)
+    for _ in range(3):
+        observation, _, _, _, info = env.step(0)
+    observation["position"][:] = -1
+    info["arrived"][0][0]["position"][:] = -5
+    again, *_ = env.step(0)  # step 2 arrives; step 1, shown before, was the user's to change
+    assert _steps_of(again, "dict") == {2}

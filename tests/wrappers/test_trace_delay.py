@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from delayzoo.wrappers import ExecutionDelay, ObservationDelay, TraceDelay, example_trace_path
+from delayzoo.wrappers import ExecutionDelay, ObservationDelay, RandomWalkDelay, TraceDelay, example_trace_path
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -41,6 +41,14 @@ def test_from_latencies_rounds_up_to_whole_steps_and_caps():
     assert TraceDelay.from_latencies(latencies, step_duration=0.02).delays.tolist() == [0, 1, 1, 2, 3, 25]
     capped = TraceDelay.from_latencies(latencies, step_duration=0.02, max_delay=4)
     assert capped.delays.tolist() == [0, 1, 1, 2, 3, 4] and capped.max_delay == 4
+
+
+def test_the_cap_applies_before_any_integer_conversion():
+    # 1e300 / 0.02 overflows int64: capped first it is simply the cap; a latency under 1e-9 of a step is none
+    capped = TraceDelay.from_latencies([0.01, 1e300, 1e-300, 0.0], step_duration=0.02, max_delay=5)
+    assert capped.delays.tolist() == [1, 5, 0, 0]
+    assert TraceDelay.from_latencies([1.0], 1e-300, max_delay=3).delays.tolist() == [3]
+    assert TraceDelay.from_latencies([200.0], 0.02).delays.tolist() == [10_000]  # the bound itself is held
 
 
 def test_from_csv_reads_a_column_by_name_or_index(tmp_path):
@@ -86,9 +94,21 @@ def test_it_drives_both_kinds_of_delay(wrapper):
         (lambda: TraceDelay.from_latencies([float("nan")], 0.02), ValueError, "latencies[0] = nan"),
         (lambda: TraceDelay.from_latencies([0.01], 0), ValueError, "step_duration"),
         (lambda: TraceDelay.from_latencies([0.01], 0.02, max_delay=-1), ValueError, "max_delay"),
+        (lambda: TraceDelay.from_latencies([0.01, 1e17], 0.02), ValueError, "latencies[1] = 1e+17 | 5e+18 steps"),
+        (lambda: TraceDelay.from_latencies([0.01, 1e300], 0.02), ValueError, "latencies[1] = 1e+300"),
+        (lambda: TraceDelay.from_latencies([1.0], 1e-300), ValueError, "latencies[0] = 1.0 | pass max_delay"),
+        (lambda: TraceDelay.from_latencies([0.01, float("inf")], 0.02, 5), ValueError, "latencies[1] = inf"),
+        (lambda: TraceDelay.from_latencies([], 0.02), ValueError, "at least one latency"),
+        (lambda: TraceDelay.from_latencies(["fast"], 0.02), ValueError, "sequence of numbers"),
+        (lambda: TraceDelay.from_latencies([0.01], float("inf")), ValueError, "step_duration"),
+        (lambda: TraceDelay.from_latencies([0.01], -0.02), ValueError, "step_duration"),
+        (lambda: TraceDelay.from_latencies([0.01], 0.02, max_delay=10**9), ValueError, "max_delay must be in"),
+        (lambda: TraceDelay([3, 10_001]), ValueError, "delays[1] must be in [0, 10000], got 10001"),
+        (lambda: ExecutionDelay(gym.make("CartPole-v1"), 10**12), ValueError, "must be in [0, 10000]"),
+        (lambda: ObservationDelay(gym.make("CartPole-v1"), RandomWalkDelay(10**6)), ValueError, "[0, 10000]"),
     ],
 )
-def test_bad_entries_raise_naming_them(make, error, fragment):
+def test_bad_entries_raise_naming_them(make, error, fragment):  # huge, tiny and negative latencies among them
     with pytest.raises(error) as raised:
         make()
     assert all(part in str(raised.value) for part in fragment.split(" | ")), str(raised.value)
@@ -97,17 +117,47 @@ def test_bad_entries_raise_naming_them(make, error, fragment):
 @pytest.mark.parametrize(
     "text, column, error, fragment",
     [
-        ("delay\n1\n2.5\n", "delay", TypeError, "line 3 must be an integer, got 2.5"),
-        ("delay\n1\n-4\n", "delay", ValueError, "line 3 must be in >= 0, got -4"),
+        ("delay\n1\n2.5\n", "delay", TypeError, "line 3, column 'delay' must be an integer, got 2.5"),
+        ("delay\n1\n-4\n", "delay", ValueError, "line 3, column 'delay' must be in [0, 10000], got -4"),
+        ("delay\n1\n10001\n", "delay", ValueError, "line 3, column 'delay' must be in [0, 10000], got 10001"),
         ("delay\n1\nslow\n", "delay", ValueError, "'slow'"),
         ("delay\n1\n", "latency", ValueError, "no column 'latency'"),
         ("delay\n1\n", 3, ValueError, "column must be in [0, 0], got 3"),
         ("", "delay", ValueError, "is empty"),
+        ("\n\n", "delay", ValueError, "is empty"),
+        # a row short of the delay cell, and a row with a cell too many
+        ("latency_ms,delay\n5,1\n7\n9,2\n", "delay", ValueError, "line 3 has 1 cell(s), ['7'], where the header has 2"),
+        ("latency_ms,delay\n5,1\n7,2,3\n", "delay", ValueError, "line 3 has 3 cell(s)"),
+        ("latency_ms,delay\n", "delay", ValueError, "no delays in column 'delay': only the header row"),
+        ("latency_ms;delay\n5;1\n", "delay", ValueError, "columns must be separated by commas"),
+        ("latency_ms\tdelay\n5\t1\n", "delay", ValueError, "no column 'delay'"),
+        ("delay\n1\n\n", 0, ValueError, "nothing"),  # a trailing blank line is fine: see the test below
     ],
 )
-def test_bad_csv_files_raise_naming_the_line_and_value(tmp_path, text, column, error, fragment):
+def test_bad_csv_files_raise_naming_the_file_line_and_value(tmp_path, text, column, error, fragment):
     path = tmp_path / "trace.csv"
     path.write_text(text)
+    if fragment == "nothing":
+        assert TraceDelay.from_csv(path, column=column).delays.tolist() == [1]
+        return
     with pytest.raises(error) as raised:
         TraceDelay.from_csv(path, column=column)
-    assert fragment in str(raised.value)
+    assert fragment in str(raised.value) and str(path) in str(raised.value), str(raised.value)
+
+
+def test_blank_lines_and_a_byte_order_mark_are_skipped_and_lines_keep_their_numbers(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_bytes("\ufefflatency_ms,delay\n\n5,1\n\n  \n7, 2\n".encode())
+    assert TraceDelay.from_csv(path).delays.tolist() == [1, 2]
+    path.write_bytes("\ufefflatency_ms,delay\n\n5,1\n\n7,x\n".encode())
+    with pytest.raises(ValueError, match="line 5, column 'delay' must be an integer, got 'x'"):
+        TraceDelay.from_csv(path)
+
+
+def test_a_missing_or_unreadable_file_names_itself(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere.csv"):
+        TraceDelay.from_csv(tmp_path / "nowhere.csv")
+    path = tmp_path / "binary.csv"
+    path.write_bytes(b"delay\n\xff\xfe\x00\n")
+    with pytest.raises(ValueError, match="binary.csv is not a UTF-8 text file"):
+        TraceDelay.from_csv(path)

@@ -108,15 +108,22 @@ def test_config_records_both_delays_and_eval_rebuilds_the_same_env(both_run):
         env.close()
 
 
-@pytest.mark.parametrize("content, message", [("delay\n1\n-2\n", "line 3 must be"),
-                                              ("delay\n1.5\n", "line 2 must be an integer, got 1.5"),
-                                              ("latency\n1\n", "has no column 'delay'")])
-def test_a_bad_trace_file_exits_2_naming_the_flag_the_file_and_the_entry(content, message, tmp_path, capsys):
+@pytest.mark.parametrize("flag", ["--delay-trace", "--obs-delay-trace"])
+@pytest.mark.parametrize("content, message", [("delay\n1\n-2\n", "line 3, column 'delay' must be"),
+                                              ("delay\n1.5\n", "line 2, column 'delay' must be an integer, got 1.5"),
+                                              ("latency\n1\n", "has no column 'delay'"),
+                                              ("latency_ms,delay\n5,1\n7\n9,2\n", "line 3 has 1 cell(s)"),
+                                              ("latency_ms,delay\n", "no delays in column 'delay'")])
+def test_a_bad_trace_file_exits_2_naming_the_flag_the_file_and_the_entry(flag, content, message, tmp_path, capsys):
     trace = tmp_path / "bad.csv"
     trace.write_text(content)
-    assert train.main(["--obs-delay-trace", str(trace), "-f", str(tmp_path / "logs"), *BOUNDED]) == 2
+    assert train.main([flag, str(trace), "-f", str(tmp_path / "logs"), *BOUNDED]) == 2
     error = capsys.readouterr().err
-    assert f"--obs-delay-trace {trace} in the delay flags: " in error and message in error
+    lines = error.strip().splitlines()
+    assert f"{flag} {trace} in the delay flags: " in lines[-1] and lines[-1].count(str(trace)) == 2, error
+    assert message in lines[-1], error
+    assert len([line for line in lines if not line.startswith(("usage:", " "))]) == 1 and "Traceback" not in error
+    assert not (tmp_path / "logs").exists()  # no run folder left
 
 
 GRID = """
