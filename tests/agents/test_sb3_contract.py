@@ -18,6 +18,8 @@ from stable_baselines3.common.logger import KVWriter, Logger
 from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 
 from delayzoo import PWM, DelayedEZ
+from delayzoo.agents.common.plain_save import UnsuitableEnvError
+from delayzoo.wrappers import ExecutionDelay, ObservationDelay, PendingActionsObservation
 
 PWM_FAST = dict(
     buffer_size=400, learning_starts=16, batch_size=3, sequence_length=6, imagination_horizon=3,
@@ -104,6 +106,47 @@ def test_load_refuses_a_mismatched_env(make, tmp_path):
     make().save(tmp_path / "model.zip")
     with pytest.raises(ValueError, match="spaces do not match"):
         type(make()).load(tmp_path / "model.zip", env=gym.make("Acrobot-v1"))
+
+
+class UndelayedView(gym.ObservationWrapper):
+    """CartPole with the pending view's Dict space but no delay wrapper under it: PWM's forecast has no executed
+    actions to learn from there."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("CartPole-v1"))
+        self.observation_space = PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), 2)).observation_space
+
+    def observation(self, observation):
+        return {"observation": observation, "pending_actions": np.zeros(2, dtype=np.int64), "delay": 0}
+
+
+def _accepted_and_refused(name: str) -> tuple[Callable[[], gym.Env], Callable[[], gym.Env], str, dict[str, Any]]:
+    """An env each agent trains on and one with the same spaces that it refuses, with the words naming why."""
+    if name == "pwm":
+        return (lambda: PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), 2)), UndelayedView,
+                "delay_mode='forecast' learns from the executed actions", dict(delay_mode="forecast"))
+    return (lambda: gym.make("CartPole-v1"), lambda: ObservationDelay(gym.make("CartPole-v1"), 2),
+            "DelayedEZ does not handle an ObservationDelay", {})
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_the_constructor_set_env_and_load_refuse_the_same_env_naming_the_env(name, tmp_path):
+    algorithm, fast = AGENTS[name]
+    accepted, refused, why, settings = _accepted_and_refused(name)
+    policy = "MultiInputPolicy" if name == "pwm" else "MlpPolicy"
+    with pytest.raises(UnsuitableEnvError, match=why):
+        algorithm(policy, refused(), seed=0, device="cpu", **fast, **settings)
+    model = algorithm(policy, accepted(), seed=0, device="cpu", **fast, **settings)
+    before = model.get_env()
+    with pytest.raises(UnsuitableEnvError, match=why) as raised:
+        model.set_env(refused())
+    outer = type(refused()).__name__
+    assert str(raised.value).startswith("the env <") and f"<{outer}<" in str(raised.value) and model.get_env() is before
+    model.save(tmp_path / "model.zip")
+    with pytest.raises(UnsuitableEnvError, match=why) as raised:
+        algorithm.load(tmp_path / "model.zip", env=refused(), device="cpu")
+    assert "not a delayzoo model file" not in str(raised.value) and f"<{outer}<" in str(raised.value)
+    assert algorithm.load(tmp_path / "model.zip", env=accepted(), device="cpu").get_env() is not None
 
 
 def test_replay_buffer_round_trips_with_the_same_signature(make, tmp_path):

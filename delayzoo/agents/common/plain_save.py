@@ -31,6 +31,7 @@ from stable_baselines3.common.policies import BasePolicy
 from stable_baselines3.common.save_util import load_from_zip_file, open_path, save_to_zip_file
 from stable_baselines3.common.type_aliases import GymEnv, TrainFreq
 from stable_baselines3.common.utils import check_for_correct_spaces, get_device
+from stable_baselines3.common.vec_env import VecEnv
 
 from delayzoo.agents.common.checks import check_device
 
@@ -49,6 +50,25 @@ class NotAModelFileError(ValueError):
     def __init__(self, path: Any, reason: str) -> None:
         where = path if isinstance(path, (str, pathlib.Path)) else "<stream>"
         super().__init__(f"not a delayzoo model file: {where}: {reason}")
+
+class UnsuitableEnvError(ValueError):
+    """An env an agent cannot train on, raised by its constructor, ``set_env`` and ``load``; the message names
+    the env, because the model (or the file) is fine: only this env is refused."""
+
+    def __init__(self, env: Any, reason: str) -> None:
+        super().__init__(f"the env {describe_env(env)} is refused: {reason}")
+
+
+def describe_env(env: Any) -> str:
+    """A short name of an env for messages: its wrapper chain (``<ObservationDelay<TimeLimit<...>>>``)."""
+    envs = getattr(env, "envs", None)
+    if envs:
+        inner = str(envs[0])
+        return inner if len(envs) == 1 else f"{type(env).__name__} of {len(envs)} envs like {inner}"
+    if hasattr(env, "num_envs") and not hasattr(env, "unwrapped"):
+        return f"{type(env).__name__} of {env.num_envs} envs"
+    return str(env)
+
 
 SelfPlainSave = TypeVar("SelfPlainSave", bound="PlainSaveMixin")
 
@@ -220,6 +240,19 @@ class PlainSaveMixin(BaseAlgorithm):
         self._policy_alias = policy if isinstance(policy, str) else None
         super().__init__(policy, *args, **kwargs)
 
+    def _check_env(self, env: VecEnv) -> None:
+        """Raise :class:`UnsuitableEnvError` for an env this agent cannot train on (its settings as they are).
+
+        The one check of an env, run by the constructor, :meth:`set_env` and :meth:`load`; an agent
+        overrides it (the default accepts every env whose spaces match)."""
+
+    def set_env(self, env: GymEnv, force_reset: bool = True) -> None:
+        """SB3's ``set_env``, after :meth:`_check_env`: an env the constructor would refuse is refused here too."""
+        wrapped = self._wrap_env(env, self.verbose)
+        check_for_correct_spaces(wrapped, self.observation_space, self.action_space)
+        self._check_env(wrapped)
+        super().set_env(wrapped, force_reset)
+
     def _policy_name(self) -> str:
         """The alias the model was made with (or, for a policy class, its alias for this observation space)."""
         aliases = [name for name, value in self.policy_aliases.items() if value is self.policy_class]
@@ -334,6 +367,8 @@ class PlainSaveMixin(BaseAlgorithm):
                     setattr(model, name, value)
             model.__dict__.update(kwargs)
             model._setup_model()
+        except UnsuitableEnvError:
+            raise  # the file is fine: the message names the env
         except _SETTINGS_ERRORS as error:
             raise NotAModelFileError(path, f"its settings are refused ({type(error).__name__}: {error})") from None
         try:

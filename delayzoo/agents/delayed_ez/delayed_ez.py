@@ -44,7 +44,7 @@ from delayzoo.agents.common.checks import (
     check_train_freq,
     warn_if_no_update,
 )
-from delayzoo.agents.common.plain_save import PlainSaveMixin
+from delayzoo.agents.common.plain_save import PlainSaveMixin, UnsuitableEnvError
 from delayzoo.agents.common.precision import grad_scaler
 from delayzoo.agents.common.replay_files import ReplayFileError, check_array, read_replay_file, save_replay_file
 from delayzoo.agents.common.run_time import report_first_update
@@ -518,26 +518,30 @@ class DelayedEZ(PlainSaveMixin, OffPolicyAlgorithm):
         )
 
     def _check_env(self, env: VecEnv) -> None:
+        """Refuse an env DelayedEZ cannot train on: an observation delay, an execution delay it cannot see, frames
+        stacked other than ``frame_stack`` says (constructor, ``set_env`` and ``load`` alike)."""
         self._check_action_space(self.action_space)
         if any(env.env_is_wrapped(ObservationDelay)):
-            raise ValueError(
+            raise UnsuitableEnvError(
+                env,
                 "DelayedEZ does not handle an ObservationDelay: its forward model rolls only through the queued "
                 "actions of an ExecutionDelay; train an SB3 algorithm on "
-                "PendingActionsObservation(ObservationDelay(env, delay)) instead"
+                "PendingActionsObservation(ObservationDelay(env, delay)) instead",
             )
         delayed = env.env_is_wrapped(ExecutionDelay)
         with_view = env.env_is_wrapped(PendingActionsObservation)
         if any(d and not v for d, v in zip(delayed, with_view)):
-            raise ValueError(
-                "the env has an ExecutionDelay but the agent cannot see the pending actions; wrap it as "
-                "PendingActionsObservation(ExecutionDelay(env, delay)) and use 'MultiInputPolicy'"
+            raise UnsuitableEnvError(
+                env,
+                "it has an ExecutionDelay but the agent cannot see the pending actions; wrap it as "
+                "PendingActionsObservation(ExecutionDelay(env, delay)) and use 'MultiInputPolicy'",
             )
         stacked = env.env_is_wrapped(FrameStack)
         found = int(env.get_attr("num_frames")[0]) if all(stacked) else 1
         if self.frame_stack is None:
             self.frame_stack = found
         elif any(stacked) and self.frame_stack != found:
-            raise ValueError(f"frame_stack={self.frame_stack} but the env stacks {found} frames (FrameStack)")
+            raise UnsuitableEnvError(env, f"frame_stack={self.frame_stack} but it stacks {found} frames (FrameStack)")
 
     def _setup_model(self) -> None:
         self._setup_lr_schedule()

@@ -27,7 +27,7 @@ from delayzoo.agents.common.checks import (
     check_train_freq,
     warn_if_no_update,
 )
-from delayzoo.agents.common.plain_save import PlainSaveMixin
+from delayzoo.agents.common.plain_save import PlainSaveMixin, UnsuitableEnvError
 from delayzoo.agents.common.run_time import report_first_update
 from delayzoo.agents.pwm.arrivals import ArrivalRows
 from delayzoo.agents.pwm.buffers import SequenceReplayBuffer
@@ -325,8 +325,8 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
     def _check_arguments(self) -> None:
         self._check_spaces(self.observation_space, self.action_space)
         self.delay_mode = resolve_delay_mode(self.delay_mode, self.observation_space)
-        if self.delay_mode == "forecast" and self.env is not None:
-            self._check_executed_actions(self.env)
+        if self.env is not None:
+            self._check_env(self.env)
         image_shape = ObservationLayout(self.observation_space).image_shape
         if image_shape is not None and max(image_shape[1:]) > LARGE_IMAGE_SIDE:
             warnings.warn(
@@ -358,13 +358,16 @@ class PWM(PlainSaveMixin, OffPolicyAlgorithm):
                 f"{self.sequence_length * self.n_envs}, so that the first update can sample whole windows"
             )
 
-    @staticmethod
-    def _check_executed_actions(env: VecEnv) -> None:
+    def _check_env(self, env: VecEnv) -> None:
+        """Refuse an env PWM cannot train on in its ``delay_mode`` (constructor, ``set_env`` and ``load`` alike)."""
+        if self.delay_mode != "forecast":
+            return
         delayed = [a or b for a, b in zip(env.env_is_wrapped(ExecutionDelay), env.env_is_wrapped(ObservationDelay))]
         if not all(delayed):
-            raise ValueError(
+            raise UnsuitableEnvError(
+                env,
                 "delay_mode='forecast' learns from the executed actions (info['executed_action']) of an "
-                "ExecutionDelay, or the arrived steps of an ObservationDelay, and this env has neither; " + _WRAP_HINT
+                "ExecutionDelay, or the arrived steps of an ObservationDelay, and this env has neither; " + _WRAP_HINT,
             )
 
     def _check_policy_kwargs(self) -> None:
