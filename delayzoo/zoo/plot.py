@@ -138,10 +138,23 @@ def plot_env(runs: list[Run], path: Path, source: str = "monitor", window: int =
     return path
 
 
+def resampling_order(runs: list[Run]) -> list[Run]:
+    """The runs by seed, then by folder: the order in which their scores are bootstrapped, so that an interval
+    depends only on the committed files (:func:`~delayzoo.zoo.runs.find_runs` orders runs that share an id by
+    the time of their ``args.yml``, which a checkout does not keep)."""
+
+    def key(run: Run) -> tuple[int, str]:
+        seed = run.args.get("seed")
+        number = seed if isinstance(seed, int) and not isinstance(seed, bool) else -1
+        return number, f"{_folder(run).name}/{run.name}"
+
+    return sorted(runs, key=key)
+
+
 def atari_table(runs: list[Run], n_resamples: int = 2000, seed: int = 0) -> str | None:
     """The Atari 100k markdown summary of the evaluated runs' final models; ``None`` without any."""
     finals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for run in runs:
+    for run in resampling_order(runs):
         game = atari_game(run.env_id)
         steps, means = _read_eval(run)
         if game is not None and steps.size:
@@ -300,7 +313,7 @@ def delay_results(
     """
     results: dict[str, dict[str, DelayLine]] = defaultdict(dict)
     shared: dict[tuple[str, str], list[float]] = defaultdict(list)
-    for run in runs:
+    for run in resampling_order(runs):
         if budgets is None:
             score = final_return(run, last)
         else:
