@@ -29,7 +29,7 @@ import numpy as np
 
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError, check_device_flag
+from delayzoo.zoo.errors import ZooError, check_device_flag, set_threads_flag
 from delayzoo.zoo.eval import load_for_acting, make_eval_env
 from delayzoo.zoo.runs import Run, select_run
 
@@ -141,7 +141,9 @@ def parser(prog: str | None = None, record: bool = False) -> argparse.ArgumentPa
     else:
         parser.add_argument("--no-render", action="store_true", help="do not show the env (scores only)")
     parser.add_argument("--device", default="auto", help="torch device (default auto)")
-    parser.add_argument("--num-threads", type=int, default=-1, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--num-threads", type=int, default=-1, help="torch threads (default -1: torch's choice, one per core)"
+    )
     parser.add_argument("--gym-packages", nargs="+", default=[], help="modules to import first (they register env ids)")
     return parser
 
@@ -161,10 +163,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         check_device_flag(args.device)
         import_gym_packages(args.gym_packages)
         check_env_id(args.env)
-        if args.num_threads > 0:
-            import torch
-
-            torch.set_num_threads(args.num_threads)
+        set_threads_flag(args.num_threads)
         run = select_run(args.folder, args.algo, args.env, args.exp_id)
         path = model_path(run, args.load_best, args.load_checkpoint, args.load_last_checkpoint)
         video_folder = (args.output_folder or run.path / "videos") if record else None

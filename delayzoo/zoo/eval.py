@@ -39,7 +39,7 @@ from delayzoo.agents.common.plain_save import NotAModelFileError, PlainSaveMixin
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.checkpoints import load_normalization
 from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError, check_device_flag, one_line
+from delayzoo.zoo.errors import ZooError, check_device_flag, one_line, set_threads_flag
 from delayzoo.zoo.exp_manager import make_ranked_env, split_frame_stack, stack_and_transpose
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.sb3_files import load_sb3_model
@@ -257,6 +257,9 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
     greedy.add_argument("--deterministic", dest="deterministic", action="store_const", const=True, help="greedy")
     greedy.add_argument("--stochastic", dest="deterministic", action="store_const", const=False, help="sampled")
     parser.add_argument("--device", default="auto", help="torch device (default auto)")
+    parser.add_argument(
+        "--num-threads", type=int, default=-1, help="torch threads (default -1: torch's choice, one per core)"
+    )
     parser.add_argument("--n-envs", type=int, default=1, help="episodes played side by side (default 1)")
     parser.add_argument(
         "-o", "--output", type=Path, help="CSV file; default: <log folder>/eval_result/<algo>/<run>.csv"
@@ -282,6 +285,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
             raise ZooError(f"-n and --n-envs must be >= 1, got -n {args.n_episodes} --n-envs {args.n_envs}")
         load_algorithm(args.algo)
         check_device_flag(args.device)
+        set_threads_flag(args.num_threads)
         import_gym_packages(args.gym_packages)
         check_env_id(args.env)
         if args.all_runs and args.output is not None:

@@ -74,7 +74,7 @@ from delayzoo.zoo.envs import FLAG_FIELDS, DelaySettings, check_env_id, env_kind
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import find_entry
 from delayzoo.zoo.replay import replay_entry
-from delayzoo.zoo.runs import read_run_yaml
+from delayzoo.zoo.runs import is_plain_data, read_run_yaml
 from delayzoo.zoo.sb3_files import load_sb3_model
 from delayzoo.zoo.trust import safe_hyperparams
 
@@ -102,6 +102,8 @@ class ZooOptions:
     :param trust_run_files: ``--trust-run-files`` (import any name, evaluate keyword strings, unpickle
         ``vecnormalize.pkl``: rl_zoo3's behaviour)
     :param address: ``--address``: the Ray cluster of an algorithm's actors (DelayedEZ's ``ray_address``)
+    :param typed_params: the ``-params`` values as the user typed them (key -> text), recorded in the run files
+        in place of what rl_zoo3 evaluated them to when that is not plain data (a class, a tuple)
     """
 
     delay_flags: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -109,6 +111,7 @@ class ZooOptions:
     pixels: bool = False
     trust_run_files: bool = False
     address: str | None = None
+    typed_params: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def make_ranked_env(
@@ -295,6 +298,25 @@ class DelayExperimentManager(ExperimentManager):
         print("Hyperparameters:")
         pprint(saved_hyperparams)
         return hyperparams, saved_hyperparams
+
+    def _recorded(self, hyperparams: dict[str, Any]) -> dict[str, Any]:
+        """``hyperparams`` as the run files record them: a ``-params`` value that rl_zoo3 evaluated to something
+        other than plain data (``policy_kwargs:dict(activation_fn=nn.ReLU)``) is the text the user typed, as a
+        YAML entry would hold it, so that eval, enjoy and a resume read the run without ``--trust-run-files``."""
+        recorded = dict(hyperparams)
+        for key, text in self.zoo.typed_params.items():
+            if key in recorded and not is_plain_data(recorded[key]):
+                recorded[key] = text
+        return recorded
+
+    def _save_config(self, saved_hyperparams: dict[str, Any]) -> None:
+        """rl_zoo3's ``config.yml`` and ``args.yml``, holding plain data only (see :meth:`_recorded`)."""
+        typed = self.args.hyperparams
+        self.args.hyperparams = self._recorded(typed) if typed else typed
+        try:
+            super()._save_config(self._recorded(saved_hyperparams))
+        finally:
+            self.args.hyperparams = typed
 
     def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> Any:
         if "n_timesteps" not in hyperparams:

@@ -25,7 +25,7 @@ from delayzoo.zoo.envs import FLAG_FIELDS, DelaySettings
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.replay import is_replay_entry
 
-__all__ = ["Run", "find_runs", "read_monitor", "read_run_yaml", "select_run"]
+__all__ = ["Run", "find_runs", "is_plain_data", "read_monitor", "read_run_yaml", "select_run"]
 
 _CHECKPOINT = re.compile(r"rl_model_(\d+)_steps\.zip$")
 _RUN_FOLDER = re.compile(r"_(\d+)(_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?$")
@@ -49,16 +49,41 @@ def _tuple(loader: yaml.SafeLoader, node: Any) -> tuple[Any, ...]:
 _RunLoader.add_constructor("tag:yaml.org,2002:python/tuple", _tuple)
 
 
+def is_plain_data(value: Any) -> bool:
+    """Whether ``value`` is what a safe YAML reader builds: ``None``, booleans, numbers, strings, and lists and
+    string-keyed dicts of them (a class or a tuple is not)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, list):
+        return all(is_plain_data(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and is_plain_data(item) for key, item in value.items())
+    return False
+
+
+_PYTHON_TAG = re.compile(r"tag:yaml\.org,2002:python/(?:name|object|module)[^:']*:([^']*)")
+
+
 def read_run_yaml(path: str | Path) -> dict[str, Any]:
     """Read ``args.yml`` / ``config.yml`` of a run; nothing but plain data is constructed.
 
-    :raise ZooError: for a file that is not plain YAML data (e.g. with Python tags) or not a mapping
+    :raise ZooError: for a file that is not plain YAML data (e.g. with Python tags) or not a mapping; a run
+        trained with a ``-params`` value naming a class before the zoo recorded such values as text is told
+        how to repair or rerun it
     """
     try:
         with open(path) as handle:
             content = yaml.load(handle, Loader=_RunLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as error:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        tag = _PYTHON_TAG.search(str(error))
+        if tag is not None:
+            raise ZooError(
+                f"{path} is not plain YAML data: it records a Python object ({tag.group(1)}), as "
+                "runs trained with a -params value naming a class (policy_kwargs:dict(activation_fn=nn.ReLU)) did "
+                "before the zoo recorded such values as text; repair the run by writing that value as the text "
+                "given (policy_kwargs: 'dict(activation_fn=nn.ReLU)') in its args.yml and config.yml, or rerun it"
+            ) from None
         raise ZooError(f"{path} is not plain YAML data ({first})") from None
     if content is not None and not isinstance(content, dict):
         raise ZooError(f"{path} must hold a mapping, got {type(content).__name__}")

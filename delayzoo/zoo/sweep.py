@@ -394,7 +394,8 @@ def make_task(
     if not any(arg.split("=", 1)[0] == "--num-threads" for arg in extra):
         train += ["--num-threads", threads]
     evaluate = [*python, "delayzoo.zoo.eval", "--algo", cell.algo, "--env", cell.env_id]
-    evaluate += ["-f", str(log_folder / cell.name), *eval_args, *cell.eval_args]
+    # the grid's and the algorithm's eval flags come last, so that theirs win (--num-threads included)
+    evaluate += ["-f", str(log_folder / cell.name), "--num-threads", threads, *eval_args, *cell.eval_args]
     commands = ([] if action == "eval" else [("train", train)]) + [("eval", evaluate)]
     env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"}
     if gpus_per_run == 0:

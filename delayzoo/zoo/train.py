@@ -62,7 +62,7 @@ from delayzoo.zoo.envs import (
     env_kind,
     import_gym_packages,
 )
-from delayzoo.zoo.errors import ZooError, check_device_flag, one_line
+from delayzoo.zoo.errors import ZooError, check_device_flag, check_threads_flag, one_line
 from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
 
 __all__ = ["main", "zoo_parser"]
@@ -126,6 +126,8 @@ def _peek_parser() -> argparse.ArgumentParser:
     parser.add_argument("-optimize", "--optimize-hyperparameters", action="store_true")
     parser.add_argument("--gym-packages", type=str, nargs="+", default=[])
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--num-threads", type=int, default=-1)
+    parser.add_argument("-params", "--hyperparams", nargs="+", default=[])
     return parser
 
 
@@ -144,6 +146,7 @@ def _zoo_rl_zoo3(options: ZooOptions, argv: list[str], prog: str) -> Iterator[No
 def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
     load_algorithm(peek.algo)
     check_device_flag(peek.device)
+    check_threads_flag(peek.num_threads)  # rl_zoo3 applies it
     import_gym_packages(peek.gym_packages)
     check_env_id(peek.env)
     flags = {field: getattr(own, name) for name, field in FLAG_FIELDS.items() if getattr(own, name) is not None}
@@ -162,9 +165,10 @@ def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
             check_address(own.address)
         except ValueError as error:
             raise ZooError(f"--address: {error}") from None
+    typed = dict(item.split(":", 1) for item in peek.hyperparams if ":" in item)
     return ZooOptions(
         delay_flags=flags, preset=own.preset, pixels=own.pixels, trust_run_files=own.trust_run_files,
-        address=own.address,
+        address=own.address, typed_params=typed,
     )
 
 

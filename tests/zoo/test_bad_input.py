@@ -117,3 +117,26 @@ def test_device_cuda_without_cuda_exits_2_saying_how_to_choose_the_cpu(command, 
     assert "error: --device cuda asks for a CUDA GPU, but torch sees no CUDA device" in error
     assert error.strip().endswith("choose the CPU with --device cpu") and len(error.strip().splitlines()) == 1
     assert files_under(tmp_path / "logs") == []
+
+
+@pytest.mark.parametrize("threads", ["0", "-3"])
+@pytest.mark.parametrize("command", [train, evaluate, enjoy], ids=["train", "eval", "enjoy"])
+def test_a_thread_count_below_1_exits_2_naming_it(command, threads, tmp_path, capsys):
+    argv = ["--algo", "ppo", "--env", "CartPole-v1", "-f", str(tmp_path / "logs")]
+    bounded = [flag for flag in BOUNDED if flag not in ("--num-threads", "1")] if command is train else []
+    assert command.main([*argv, *bounded, "--num-threads", threads]) == 2
+    error = capsys.readouterr().err
+    assert f"--num-threads must be >= 1 (or -1: torch's default), got {threads}" in error
+    assert len(error.strip().splitlines()) == 1 and files_under(tmp_path / "logs") == []
+
+
+def test_eval_takes_the_thread_count_of_train_and_enjoy(ppo_run, tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        argv = ["--algo", "ppo", "--env", "CartPole-v1", "-f", str(ppo_run / "logs"), "-n", "1", "--checkpoints",
+                "last", "-o", str(tmp_path / "scores.csv")]
+        assert evaluate.main([*argv, "--num-threads", "1"]) == 0
+        assert torch.get_num_threads() == 1 and (tmp_path / "scores.csv").is_file()
+    finally:
+        torch.set_num_threads(threads)
