@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from delayzoo.wrappers.delay import (
+    MAX_DELAY,
     ActionQueue,
     ConstantDelay,
     DelayProcess,
@@ -48,6 +49,7 @@ _LAZY = {
 """Public names loaded on first use, and their module."""
 
 __all__ = [
+    "MAX_DELAY",
     "ActionQueue",
     "ActionRepeat",
     "ConstantDelay",

@@ -189,6 +189,10 @@ class TraceDelay:
     """
 
     def __init__(self, delays: Sequence[int] | np.ndarray, loop: bool = True) -> None:
+        if isinstance(delays, (str, bytes)) or not isinstance(delays, (Sequence, np.ndarray)):
+            raise TypeError(f"delays must be a sequence of integers, got {delays!r} ({type(delays).__name__})")
+        if not isinstance(loop, (bool, np.bool_)):
+            raise TypeError(f"loop must be True or False, got {loop!r}")
         if len(delays) == 0:
             raise ValueError("delays must hold at least one delay, got an empty sequence")
         self.delays = np.array(
@@ -221,9 +225,11 @@ class TraceDelay:
         ):
             raise ValueError(f"step_duration must be a positive finite number, got {step_duration!r}")
         try:
-            values = np.asarray(latencies, dtype=np.float64).reshape(-1)
+            values = np.asarray(latencies, dtype=np.float64)
         except (TypeError, ValueError) as error:
             raise ValueError(f"latencies must be a sequence of numbers ({error})") from None
+        if latencies is None or values.ndim != 1:
+            raise ValueError(f"latencies must be a one-dimensional sequence of numbers, got {latencies!r}")
         if values.size == 0:
             raise ValueError("latencies must hold at least one latency, got an empty sequence")
         bad = ~np.isfinite(values) | (values < 0)

@@ -159,6 +159,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         args = parser(prog, record).parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.n_timesteps < 1 or args.n_envs < 1:
             raise ZooError(f"-n and --n-envs must be >= 1, got -n {args.n_timesteps} --n-envs {args.n_envs}")
+        if args.seed < 0:
+            raise ZooError(f"--seed must be >= 0 (Gymnasium's seeds are), got {args.seed}")
         load_algorithm(args.algo)
         check_device_flag(args.device)
         import_gym_packages(args.gym_packages)

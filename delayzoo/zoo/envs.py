@@ -27,6 +27,7 @@ import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
 from delayzoo.wrappers import (
+    MAX_DELAY,
     ConstantDelay,
     DelayProcess,
     ExecutionDelay,
@@ -155,8 +156,10 @@ class ProcessSettings:
             raise ZooError(f"the {TRACE!r} process in {source} needs {self.flag('trace')} FILE")
         if self.delay is None:
             return
-        if isinstance(self.delay, bool) or not isinstance(self.delay, int) or self.delay < 0:
-            raise ZooError(f"{self.flag('delay')} must be an integer >= 0, got {self.delay!r} in {source}")
+        if isinstance(self.delay, bool) or not isinstance(self.delay, int) or not 0 <= self.delay <= MAX_DELAY:
+            raise ZooError(
+                f"{self.flag('delay')} must be an integer in [0, {MAX_DELAY}], got {self.delay!r} in {source}"
+            )
         if self.process == "constant":
             alternatives = {"p": "random-walk", "min_delay": "random-walk or iid"}
             for field, alternative in alternatives.items():

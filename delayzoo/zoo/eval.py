@@ -283,6 +283,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         args = parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.n_episodes < 1 or args.n_envs < 1:
             raise ZooError(f"-n and --n-envs must be >= 1, got -n {args.n_episodes} --n-envs {args.n_envs}")
+        if args.seed < 0:
+            raise ZooError(f"--seed must be >= 0 (Gymnasium's seeds are), got {args.seed}")
         load_algorithm(args.algo)
         check_device_flag(args.device)
         set_threads_flag(args.num_threads)

@@ -291,14 +291,12 @@ def _per_algo(entry: Any, where: str) -> dict[str, tuple[str, ...]]:
 
 
 def _ints(values: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(values, list) or not values or not all(type(value) is int and value >= 0 for value in values):
-        raise ZooError(f"{where} must be a non-empty list of integers >= 0, got {values!r}")
-    return tuple(values)
-
-
-def _seeds(values: Any, where: str) -> tuple[int, ...]:
-    if not isinstance(values, list) or not values or not all(type(seed) is int for seed in values):
-        raise ZooError(f"{where} must be a non-empty list of integers, got {values!r}")
+    """Delays or seeds: distinct integers >= 0 (rl_zoo3 turns a negative seed into a random one)."""
+    valid = isinstance(values, list) and values and all(type(value) is int and value >= 0 for value in values)
+    repeated = sorted({value for value in values if values.count(value) > 1}) if valid else []
+    if not valid or repeated:
+        twice = f" ({repeated[0]} twice)" if repeated else ""
+        raise ZooError(f"{where} must be a non-empty list of distinct integers >= 0, got {values!r}{twice}")
     return tuple(values)
 
 
@@ -334,7 +332,7 @@ def load_grid(path: str | Path) -> Grid:
             )
         envs[env_id] = _ints(entry.get("delays"), f"{where}.delays")
         if "seeds" in entry:
-            env_seeds[env_id] = _seeds(entry["seeds"], f"{where}.seeds")
+            env_seeds[env_id] = _ints(entry["seeds"], f"{where}.seeds")
         if "budget" in entry:
             budget = entry["budget"]
             if type(budget) is not int or budget < 1:
@@ -370,7 +368,7 @@ def load_grid(path: str | Path) -> Grid:
                 delay_kind,
             )
         )
-    seeds = _seeds(content.get("seeds", [0]), f"{path}: seeds")
+    seeds = _ints(content.get("seeds", [0]), f"{path}: seeds")
     train_args = _strings(content.get("train_args"), f"{path}: train_args")
     delay_args = _strings(content.get("delay_args"), f"{path}: delay_args")
     return Grid(

@@ -114,6 +114,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         args = parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.n_episodes < 1:
             raise ZooError(f"-n must be >= 1, got {args.n_episodes}")
+        if args.seed < 0:
+            raise ZooError(f"--seed must be >= 0 (Gymnasium's seeds are), got {args.seed}")
         runs = find_runs(args.log_folder)
         if not runs:
             raise ZooError(f"no zoo runs under {str(args.log_folder)!r}")

@@ -31,7 +31,9 @@ CASES = [
     (["--delay", "2", "--min-delay", "1"], "--min-delay 1 in the delay flags contradicts a constant delay"),
     (["--delay", "2", "--delay-process", "random-walk", "--delay-p", "0.7"],
      "--delay-p must be a probability in [0, 0.5], got 0.7"),
-    (["--delay", "-1"], "--delay must be an integer >= 0, got -1"),
+    (["--delay", "-1"], "--delay must be an integer in [0, 10000], got -1"),
+    (["--delay", "100000"], "--delay must be an integer in [0, 10000], got 100000"),
+    (["--obs-delay", "10001"], "--obs-delay must be an integer in [0, 10000], got 10001"),
     (["--pending-view"], "--pending-view in the delay flags needs --delay N"),
     (["--preset", "delayed", "--delay-process", "constant", "--delay-p", "0.1"],
      "--delay-p 0.1 in the delay flags and the delay entry of 'CartPole-v1@delayed' contradicts a constant delay"),
@@ -46,7 +48,7 @@ CASES = [
      "delay_mode='forecast' needs the pending actions and the delay in the observation"),
     (["--algo", "pwm", "--delay", "2", "--pending-view", "-params", "delay_mode:'predictive'"],
      "delay_mode must be one of 'forecast', 'augmented', 'oblivious' (or None), got 'predictive'"),
-    (["--obs-delay", "-1"], "--obs-delay must be an integer >= 0, got -1"),
+    (["--obs-delay", "-1"], "--obs-delay must be an integer in [0, 10000], got -1"),
     (["--obs-delay", "2", "--obs-delay-p", "0.3"],
      "--obs-delay-p 0.3 in the delay flags contradicts a constant delay; add --obs-delay-process random-walk"),
     (["--obs-delay", "2", "--obs-delay-process", "iid", "--obs-min-delay", "3"],
@@ -140,3 +142,14 @@ def test_eval_takes_the_thread_count_of_train_and_enjoy(ppo_run, tmp_path):
         assert torch.get_num_threads() == 1 and (tmp_path / "scores.csv").is_file()
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("command", ["eval", "enjoy", "random_play"])
+def test_a_negative_episode_seed_exits_2_naming_it(command, ppo_run, capsys):
+    from delayzoo.zoo import random_play
+
+    main = {"eval": evaluate.main, "enjoy": enjoy.main, "random_play": random_play.main}[command]
+    run = [] if command == "random_play" else ["--algo", "ppo", "--env", "CartPole-v1", "--num-threads", "1"]
+    assert main([*run, "-f", str(ppo_run / "logs"), "--seed", "-1"]) == 2
+    error = capsys.readouterr().err
+    assert "--seed must be >= 0 (Gymnasium's seeds are), got -1" in error and len(error.strip().splitlines()) == 1

@@ -33,7 +33,10 @@ variants:
         (("ppo: {algo: ppo}", "ppo: {algo: ppo2}"), [], "unknown algorithm 'ppo2'"),
         (("", ""), ["-n", "50"], "-n 50 is below its --save-freq 100: only the final model would be evaluated"),
         (("", ""), ["-n", "0"], "-n 0 leaves no step to train"),
-        (("seeds: [0]", "seeds: 0"), [], "seeds must be a non-empty list of integers"),
+        (("seeds: [0]", "seeds: 0"), [], "seeds must be a non-empty list of distinct integers >= 0"),
+        (("seeds: [0]", "seeds: [0, 1, 0]"), [], "got [0, 1, 0] (0 twice)"),
+        (("delays: [0, 2]", "delays: [0, 2, 2]"), [], "delays must be a non-empty list of distinct integers >= 0"),
+        (("seeds: [0]", "seeds: [-1]"), [], "seeds must be a non-empty list of distinct integers >= 0, got [-1]"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_before_anything_is_written(tmp_path, capsys, change, extra, message):
