@@ -5,7 +5,8 @@ ExecutionDelay + PendingActionsObservation, ObservationDelay (which keeps a copy
 holds back), ObservationDelay + PendingActionsObservation, and both delays with the view. Every decision is
 NOOP, so the delayed stacks execute exactly the actions of the raw one and all emulate the same frames (the
 queues' work does not depend on the action values): the difference is the wrappers' own cost. The stacks take
-turns every ``--block`` steps, so a machine whose speed drifts slows them alike; prints steps/s and the ratio
+turns every ``--block`` steps (each block starting with the next stack), so a machine whose speed drifts slows
+them alike; prints steps/s and the ratio
 of each stack's wall and process CPU time to the raw env's (medians over rounds).
 Run: ``python benchmarks/wrapper_overhead.py [--steps 2000] [--rounds 7] [--max-delay 15]``.
 """
@@ -70,9 +71,12 @@ def main() -> None:
     for _ in range(args.rounds):
         seconds = dict.fromkeys(stacks, 0.0)
         cpu_seconds = dict.fromkeys(stacks, 0.0)
-        for block in np.array_split(actions, max(args.steps // args.block, 1)):
-            for name, env in envs.items():  # the stacks take turns every block, so drift hits all alike
-                block_wall, block_cpu = timed_steps(env, block)
+        names = list(envs)
+        for index, block in enumerate(np.array_split(actions, max(args.steps // args.block, 1))):
+            # the stacks take turns every block, so drift hits all alike, each block starting with the next
+            # stack, so that none always runs first (or right after the costliest)
+            for name in names[index % len(names):] + names[: index % len(names)]:
+                block_wall, block_cpu = timed_steps(envs[name], block)
                 seconds[name] += block_wall
                 cpu_seconds[name] += block_cpu
         for name in stacks:

@@ -351,33 +351,50 @@ class ActionQueue:
 
     def __init__(self, max_delay: int, shape: tuple[int, ...] = (), dtype: Any = np.int64) -> None:
         self.max_delay = _check_int(max_delay, "max_delay")
-        self._schedule = np.zeros((self.max_delay + 1, *shape), dtype=dtype)
+        self._shape, self._dtype = tuple(shape), np.dtype(dtype)
+        # a Python list, not an array: a step then costs list operations and no NumPy call, which stepping a
+        # fast emulator (ALE) made the larger part of the wrapper's cost
+        self._schedule: list[Any] = [self._stored(np.zeros(self._shape, self._dtype))] * (self.max_delay + 1)
         self.t = 0
+
+    def _stored(self, action: Any) -> Any:
+        """An action as the schedule holds it: a Python scalar, or an array of the queue's dtype."""
+        if self._shape:
+            return np.array(action, dtype=self._dtype)
+        return action if type(action) is int and self._dtype.kind in "iu" else self._dtype.type(action).item()
 
     def reset(self, fillers: Sequence[Any]) -> None:
         """Start an episode: ``max_delay`` fillers decided at ``-M..-1`` with delay ``M``."""
         if len(fillers) != self.max_delay:
             raise ValueError(f"expected {self.max_delay} filler actions, got {len(fillers)}")
         if self.max_delay:
-            self._schedule[:-1] = fillers
-            self._schedule[-1] = fillers[-1]
+            stored = [self._stored(filler) for filler in fillers]
+            self._schedule = [*stored, stored[-1]]
         self.t = 0
 
     def push(self, action: Any, delay: int) -> Any:
         """Record decision ``a_t`` with delay ``d_t``, advance to ``t + 1`` and return ``e_t``."""
         schedule = self._schedule
-        schedule[delay:] = action
-        executed = schedule.item(0) if schedule.ndim == 1 else schedule[0].copy()
-        schedule[:-1] = schedule[1:]
+        schedule[delay:] = [self._stored(action)] * (len(schedule) - delay)
+        executed = schedule[0]
+        schedule.append(schedule[-1])  # the newest decision stays due past the horizon
+        del schedule[0]
         self.t += 1
-        return executed
+        return executed.copy() if self._shape else executed
 
-    def forecast(self, horizon: int) -> np.ndarray:
-        """Actions that will be executed at steps ``t .. t+horizon-1`` if no newer decision overtakes them.
+    def forecast(self, horizon: int, rows: int | None = None) -> np.ndarray:
+        """Actions that will be executed at steps ``t .. t+horizon-1`` if no newer decision overtakes them, in a
+        new array of ``rows`` rows (default ``horizon``; the rows past ``horizon`` are zeros).
 
         Exact when the delay falls by at most one per step (constant delays, random walks).
         """
-        return self._schedule[:horizon].copy()
+        rows = horizon if rows is None else rows
+        if not self._shape:
+            return np.array(self._schedule[:horizon] + [0] * (rows - horizon), dtype=self._dtype)
+        padded = np.zeros((rows, *self._shape), dtype=self._dtype)
+        if horizon:
+            padded[:horizon] = self._schedule[:horizon]
+        return padded
 
 
 InitAction = str | Any | Callable[[Any], Any]
@@ -424,6 +441,8 @@ def _action_layout(space: spaces.Space, wrapper: str) -> tuple[np.dtype, tuple[i
 
 def _check_action(space: spaces.Space, shape: tuple[int, ...], dtype: np.dtype, action: Any, name: str) -> Any:
     """``action`` as a queue stores it (an ``int``, or an array copy), or a ``ValueError`` naming it."""
+    if type(action) is int and type(space) is spaces.Discrete and 0 <= action - space.start < space.n:
+        return action  # the common case, first
     if isinstance(space, spaces.Discrete):
         if isinstance(action, np.ndarray) and action.shape in ((), (1,)):
             action = action.reshape(()).item()
@@ -481,12 +500,12 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
             )
         self.delay_process, self.max_delay = _as_delay_process(delay)
         self._action_dtype, self._action_shape = _action_layout(env.action_space, "ExecutionDelay")
+        self._space = env.action_space  # looked up once: each step checks the action against it
         self._init_action = self._check_init_action(init_action)
         self.queue = ActionQueue(self.max_delay, self._action_shape, self._action_dtype)
         self.delay_rng = np.random.default_rng()
         self._filler_space = _copy_space(env.action_space)
         self._delay = self.max_delay
-        self._pending = np.zeros((0, *self._action_shape), dtype=self._action_dtype)
 
     def _check_init_action(self, init_action: InitAction) -> InitAction:
         if isinstance(init_action, str):
@@ -506,7 +525,7 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return self._check_action(init_action, "init_action")
 
     def _check_action(self, action: Any, name: str = "action") -> Any:
-        return _check_action(self.env.action_space, self._action_shape, self._action_dtype, action, name)
+        return _check_action(self._space, self._action_shape, self._action_dtype, action, name)
 
     def _fillers(self, observation: Any) -> list[Any]:
         if isinstance(self._init_action, str):
@@ -519,14 +538,13 @@ class ExecutionDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def pending_actions(self) -> np.ndarray:
         """The ``delay`` actions to be executed before the next decision can take effect."""
-        return self._pending
+        return self.queue.forecast(self._delay)  # the queue does not move between a step and the next decision
 
     def _announce(self, delay: Any, info: dict[str, Any]) -> None:
         """Take the next decision's delay from the process and report it with the pending queue."""
         self._delay = _checked_delay(delay, self.delay_process, self.max_delay)
-        self._pending = self.queue.forecast(self._delay)
         info["delay"] = self._delay
-        info["pending_actions"] = _padded(self._pending, self.max_delay)
+        info["pending_actions"] = self.queue.forecast(self._delay, rows=self.max_delay)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if seed is not None:
