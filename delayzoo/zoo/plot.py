@@ -63,6 +63,7 @@ __all__ = [
     "delay_results",
     "delay_table",
     "final_return",
+    "kept",
     "learning_curve",
     "main",
     "missing_at",
@@ -490,6 +491,36 @@ def plot_curves(
     return _save(figure, path)
 
 
+KEPT_DEFINITION = (
+    "Kept: (R_d - R_random,d) / (R_0 - R_random,0), where R_d is the agent's mean return at that delay, R_0 at "
+    "delay 0 (its own, or its algorithm's delay-0 run) and R_random random play's at the same delays: 0% is random "
+    "play, 100% the agent's undelayed return, for positive and negative returns alike; n/a where the agent's "
+    "undelayed return is not above random play's."
+)
+"""What the "kept" columns mean, written under each of their tables."""
+
+KEPT_WITHOUT_RANDOM_PLAY = (
+    "Kept needs random play's returns at each delay (random-play.csv beside the cells, from python -m "
+    "delayzoo.zoo.random_play -f <log folder>); without them the cells are empty."
+)
+
+
+def kept(agent_delayed: float, agent_undelayed: float, random_delayed: float, random_undelayed: float) -> float | None:
+    """The share of its undelayed margin over random play an agent keeps at a delay:
+    ``(R_d - R_random,d) / (R_0 - R_random,0)``; ``None`` when the undelayed agent is not above random play."""
+    margin = agent_undelayed - random_undelayed
+    if not margin > 0:
+        return None
+    return (agent_delayed - random_delayed) / margin
+
+
+def _kept_cell(means: Mapping[int, float], random_means: Mapping[int, float], delay: int) -> str:
+    if delay not in means or 0 not in means or delay not in random_means or 0 not in random_means:
+        return ""
+    share = kept(means[delay], means[0], random_means[delay], random_means[0])
+    return "n/a" if share is None else f"{share:.0%}"
+
+
 def delay_table(
     runs: list[Run],
     n_resamples: int = 2000,
@@ -499,8 +530,9 @@ def delay_table(
     random: Mapping[str, Mapping[int, list[float]]] | None = None,
 ) -> str | None:
     """Markdown tables of return against delay (final return, or with ``budgets`` the return at each env's
-    budget), with random play as a row, and of the fraction of its delay-0 return each agent keeps, one pair
-    per env; with ``budgets``, the cells without an evaluation at the budget named under each env's tables.
+    budget), with random play as a row, and of the share of its undelayed margin over random play each agent
+    keeps (:func:`kept`), one pair per env; with ``budgets``, the cells without an evaluation at the budget
+    named under each env's tables.
     ``None`` without any run to show."""
     results = delay_results(runs, last, budgets)
     missing = missing_at(runs, budgets) if budgets is not None else {}
@@ -535,12 +567,11 @@ def delay_table(
         if 0 in delays and delayed:
             lines += ["", "| agent | " + " | ".join(f"kept at {delay}" for delay in delayed) + " |"]
             lines.append("|---|" + "---|" * len(delayed))
+            random_means = {delay: float(np.mean(scores)) for delay, scores in played.items()}
             for label in sorted(by_label):
-                base = means[label].get(0)
-                cells = [
-                    f"{means[label][delay] / base:.0%}" if base and delay in means[label] else "" for delay in delayed
-                ]
+                cells = [_kept_cell(means[label], random_means, delay) for delay in delayed]
                 lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            lines += ["", KEPT_DEFINITION if played else KEPT_WITHOUT_RANDOM_PLAY]
         if budgets is not None:
             names = ", ".join(sorted(folder.name for folder in missing.get(env_id, []))) or "none"
             lines += ["", f"Cells without an evaluation at {budgets[env_id]} env steps (not in the table): {names}."]
@@ -554,8 +585,7 @@ def delay_table(
             "(mean over its eval episodes), "
         )
     lines[-1] += (
-        f"mean over runs (seeds) [95% percentile bootstrap over runs, {n_resamples} resamples] (number of runs). "
-        "Kept: the mean at that delay over the mean at delay 0 (the same agent's, or its algorithm's delay-0 run)."
+        f"mean over runs (seeds) [95% percentile bootstrap over runs, {n_resamples} resamples] (number of runs)."
     )
     if random:
         lines[-1] += " Random play: uniformly random actions, evaluated as the agents are (mean over its episodes)."

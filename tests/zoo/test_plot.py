@@ -62,9 +62,48 @@ def test_variants_are_lines_sharing_their_algorithms_delay_0_run_with_the_fracti
     assert {line.family for line in lines.values()} == {"pwm", "delayed_ez"}
     table = plot.delay_table(find_runs(logs), n_resamples=200)
     assert "| pwm-forecast | 150.0 [100.0, 200.0] (2) | 75.0 [50.0, 100.0] (2) |" in table
-    assert "| agent | kept at 5 |" in table
-    assert "| pwm-forecast | 50% |" in table and "| pwm-oblivious | 10% |" in table and "| dez-oblivious |  |" in table
+    assert "| agent | kept at 5 |" in table and plot.KEPT_WITHOUT_RANDOM_PLAY in table  # kept needs random play
+    assert "| pwm-forecast |  |" in table and "| pwm-oblivious |  |" in table and "| dez-oblivious |  |" in table
     assert "last 3 evaluated models" in table
+    # random play 30 undelayed and 15 at delay 5: pwm's undelayed margin is 150 - 30 = 120
+    random = {"CartPole-v1": {0: [20.0, 40.0], 5: [15.0, 15.0]}}
+    table = plot.delay_table(find_runs(logs), n_resamples=200, random=random)
+    assert "| pwm-forecast | 50% |" in table  # (75 - 15) / 120
+    assert "| pwm-oblivious | 0% |" in table  # (15 - 15) / 120: random play
+    assert "| dez-oblivious |  |" in table and table.count(plot.KEPT_DEFINITION) == 1  # no delay-0 run
+
+
+@pytest.mark.parametrize(
+    "agent_delayed, agent_undelayed, random_delayed, random_undelayed, expected",
+    [
+        (300.0, 500.0, 20.0, 20.0, (300 - 20) / (500 - 20)),  # positive returns
+        (-442.4, -169.6, -1271.0, -1271.0, (-442.4 + 1271) / (-169.6 + 1271)),  # Pendulum's negative ones: 75%
+        (-1271.0, -169.6, -1271.0, -1271.0, 0.0),  # random play is 0%
+        (-169.6, -169.6, -1271.0, -1200.0, (-169.6 + 1271) / (-169.6 + 1200)),  # random play's own delay counts
+        (0.5, 0.45, 0.4, 0.45, None),  # an undelayed agent at random play's level keeps nothing measurable
+        (0.3, 0.4, 0.4, 0.45, None),  # nor one below it
+        (9.3, 9.3, 0.4, 0.4, 1.0),
+    ],
+    ids=["positive", "negative", "random-level", "random-per-delay", "base-at-random", "base-below", "all"],
+)
+def test_kept_is_the_share_of_the_undelayed_margin_over_random_play(
+    agent_delayed, agent_undelayed, random_delayed, random_undelayed, expected
+):
+    share = plot.kept(agent_delayed, agent_undelayed, random_delayed, random_undelayed)
+    assert share == pytest.approx(expected) if expected is not None else share is None
+
+
+def test_a_grid_with_negative_returns_prints_kept_in_a_sensible_range(tmp_path):
+    """Pendulum-like returns (negative; random play about -1271): the old ratio printed 261% and 600%."""
+    logs = tmp_path / "logs"
+    for seed in (0, 1):
+        fake_cell(logs, Cell("pwm", "Pendulum-v1", 0, "random-walk", False, seed, "pwm"), [[-170.0]] * 3)
+        fake_cell(logs, Cell("pwm", "Pendulum-v1", 5, "random-walk", True, seed, "pwm-forecast"), [[-442.0]] * 3)
+        fake_cell(logs, Cell("pwm", "Pendulum-v1", 5, "random-walk", False, seed, "pwm-oblivious"), [[-1017.0]] * 3)
+    random = {"Pendulum-v1": {0: [-1271.0], 5: [-1271.0]}}
+    table = plot.delay_table(find_runs(logs), n_resamples=100, random=random)
+    shares = {line.split(" | ")[0][2:]: line.split(" | ")[1][:-2] for line in table.splitlines() if line.endswith("% |")}
+    assert shares == {"pwm-forecast": "75%", "pwm-oblivious": "23%"}, table
 
 
 def test_final_return_is_the_mean_of_the_last_evaluations_in_step_order(tmp_path):
