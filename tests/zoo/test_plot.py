@@ -102,7 +102,8 @@ def test_a_grid_with_negative_returns_prints_kept_in_a_sensible_range(tmp_path):
         fake_cell(logs, Cell("pwm", "Pendulum-v1", 5, "random-walk", False, seed, "pwm-oblivious"), [[-1017.0]] * 3)
     random = {"Pendulum-v1": {0: [-1271.0], 5: [-1271.0]}}
     table = plot.delay_table(find_runs(logs), n_resamples=100, random=random)
-    shares = {line.split(" | ")[0][2:]: line.split(" | ")[1][:-2] for line in table.splitlines() if line.endswith("% |")}
+    rows = [line.split(" | ") for line in table.splitlines() if line.endswith("% |")]
+    shares = {cells[0][2:]: cells[1][:-2] for cells in rows}
     assert shares == {"pwm-forecast": "75%", "pwm-oblivious": "23%"}, table
 
 
