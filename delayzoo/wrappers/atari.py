@@ -29,7 +29,8 @@ from gymnasium.core import ActType
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.wrappers import ResizeObservation
 
-from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay, _check_int
+from delayzoo.checks import check_int
+from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay
 from delayzoo.wrappers.life import EpisodicLife, LifeLossInfo
 from delayzoo.wrappers.pending import PendingActionsObservation
 
@@ -64,7 +65,7 @@ class MaxPoolFrameSkip(gym.Wrapper[np.ndarray, ActType, np.ndarray, ActType], gy
     def __init__(self, env: gym.Env[np.ndarray, ActType], skip: int = 4) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, skip=skip)
         gym.Wrapper.__init__(self, env)
-        self.skip = _check_int(skip, "skip", 1)
+        self.skip = check_int(skip, "skip", 1)
 
     def step(self, action: ActType) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         total_reward = 0.0
@@ -101,7 +102,7 @@ class NoopReset(gym.Wrapper[np.ndarray, int, np.ndarray, int], gym.utils.RecordC
     def __init__(self, env: gym.Env[np.ndarray, int], noop_max: int = 30) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, noop_max=noop_max)
         gym.Wrapper.__init__(self, env)
-        self.noop_max = _check_int(noop_max, "noop_max", 1)
+        self.noop_max = check_int(noop_max, "noop_max", 1)
         meanings: list[str] = getattr(env.unwrapped, "get_action_meanings", list)()
         if not meanings or meanings[0] != "NOOP":
             raise ValueError(f"NoopReset needs action 0 to be NOOP, got action meanings {meanings}")
@@ -138,7 +139,7 @@ class FrameStack(gym.ObservationWrapper[np.ndarray, ActType, np.ndarray], gym.ut
     def __init__(self, env: gym.Env[np.ndarray, ActType], num_frames: int) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, num_frames=num_frames)
         gym.ObservationWrapper.__init__(self, env)
-        self.num_frames = _check_int(num_frames, "frame_stack", 1)
+        self.num_frames = check_int(num_frames, "frame_stack", 1)
         space = env.observation_space
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 3:
             raise ValueError(f"FrameStack needs (H, W, C) image observations, got {space}")
@@ -220,16 +221,16 @@ def make_atari(
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {sorted(PROTOCOLS)}")
     defaults = PROTOCOLS[protocol]
-    size = _check_int(defaults["size"] if size is None else size, "size", 1)
-    frame_skip = _check_int(frame_skip, "frame_skip", 1)
-    noop_max = _check_int(defaults["noop_max"] if noop_max is None else noop_max, "noop_max", 0)
-    max_frames = _check_int(max_frames, "max_frames", 1)
+    size = check_int(defaults["size"] if size is None else size, "size", 1)
+    frame_skip = check_int(frame_skip, "frame_skip", 1)
+    noop_max = check_int(defaults["noop_max"] if noop_max is None else noop_max, "noop_max", 0)
+    max_frames = check_int(max_frames, "max_frames", 1)
     sticky = defaults["repeat_action_probability"] if repeat_action_probability is None else repeat_action_probability
     if isinstance(sticky, bool) or not isinstance(sticky, numbers.Real) or not 0.0 <= float(sticky) <= 1.0:
         raise ValueError(f"repeat_action_probability must be a probability in [0, 1], got {sticky!r}")
     episodic_life = defaults["episodic_life"] if episodic_life is None else episodic_life
     if frame_stack is not None:
-        frame_stack = _check_int(frame_stack, "frame_stack", 1)
+        frame_stack = check_int(frame_stack, "frame_stack", 1)
     if pending_view and delay is None:
         raise ValueError("pending_view=True shows the pending actions of an execution delay; pass delay= as well")
 

@@ -29,6 +29,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from delayzoo.checks import check_int
+
 __all__ = [
     "DelayProcess",
     "ConstantDelay",
@@ -46,18 +48,6 @@ __all__ = [
 MAX_DELAY = 10_000
 """The largest delay a wrapper holds, in steps: its queue and the padded arrays of its ``info`` have that many
 rows, so a larger maximum (a latency trace read at a tiny step, say) is refused rather than allocated."""
-
-
-def _check_int(value: Any, name: str, low: int = 0, high: int | None = None) -> int:
-    """Return ``value`` as ``int`` if it is an integer in ``[low, high]``, else raise naming it."""
-    if type(value) is not int:
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-        value = int(value)
-    if value < low or (high is not None and value > high):
-        bounds = f"[{low}, {high}]" if high is not None else f">= {low}"
-        raise ValueError(f"{name} must be in {bounds}, got {value}")
-    return value
 
 
 @runtime_checkable
@@ -84,7 +74,7 @@ class ConstantDelay:
     """
 
     def __init__(self, delay: int) -> None:
-        self.delay = _check_int(delay, "delay")
+        self.delay = check_int(delay, "delay")
         self.max_delay = self.delay
 
     def reset(self, rng: np.random.Generator) -> int:
@@ -109,15 +99,15 @@ class RandomWalkDelay:
     """
 
     def __init__(self, max_delay: int, p: float = 0.2, min_delay: int = 0, start: int | None = None) -> None:
-        self.max_delay = _check_int(max_delay, "max_delay")
-        self.min_delay = _check_int(min_delay, "min_delay")
+        self.max_delay = check_int(max_delay, "max_delay")
+        self.min_delay = check_int(min_delay, "min_delay")
         if self.min_delay > self.max_delay:
             raise ValueError(f"min_delay must not exceed max_delay, got min_delay={min_delay} > max_delay={max_delay}")
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= float(p) <= 0.5:
             raise ValueError(f"p must be a probability in [0, 0.5] (p of -1 and p of +1), got p={p!r}")
         self.p: float = float(p)
         if start is not None:
-            start = _check_int(start, "start", self.min_delay, self.max_delay)
+            start = check_int(start, "start", self.min_delay, self.max_delay)
         self.start: int = self.max_delay if start is None else start
         self._delay: int = self.start
 
@@ -152,7 +142,7 @@ class IIDDelay:
     def __init__(self, values: Sequence[int], probs: Sequence[float] | None = None) -> None:
         if len(values) == 0:
             raise ValueError("values must hold at least one delay, got an empty sequence")
-        self.values = np.array([_check_int(v, "each delay in values") for v in values], dtype=np.int64)
+        self.values = np.array([check_int(v, "each delay in values") for v in values], dtype=np.int64)
         if probs is None:
             self.probs = np.full(len(self.values), 1.0 / len(self.values))
         else:
@@ -196,7 +186,7 @@ class TraceDelay:
         if len(delays) == 0:
             raise ValueError("delays must hold at least one delay, got an empty sequence")
         self.delays = np.array(
-            [_check_int(d, f"delays[{i}]", 0, MAX_DELAY) for i, d in enumerate(delays)], dtype=np.int64
+            [check_int(d, f"delays[{i}]", 0, MAX_DELAY) for i, d in enumerate(delays)], dtype=np.int64
         )
         self.loop = bool(loop)
         self.max_delay = int(self.delays.max())
@@ -236,7 +226,7 @@ class TraceDelay:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"latencies must be finite and >= 0, got latencies[{i}] = {float(values[i])!r}")
-        cap = float(MAX_DELAY) if max_delay is None else float(_check_int(max_delay, "max_delay", 0, MAX_DELAY))
+        cap = float(MAX_DELAY) if max_delay is None else float(check_int(max_delay, "max_delay", 0, MAX_DELAY))
         # 1e-9 of a step keeps a latency of whole steps (0.06 / 0.02 = 3.0000000000000004) at that many steps
         with np.errstate(over="ignore"):
             steps = np.ceil(values / float(step_duration) - 1e-9)
@@ -281,7 +271,7 @@ class TraceDelay:
             index = header.index(column)
         else:
             try:
-                index = _check_int(column, "column", 0, len(header) - 1)
+                index = check_int(column, "column", 0, len(header) - 1)
             except (TypeError, ValueError) as error:
                 raise type(error)(f"{path} has the columns {header}: {error}") from None
         name = f"column {header[index]!r}"
@@ -320,7 +310,7 @@ def _parse_int(text: str, where: str) -> int:
             number = float(text)
         except ValueError:
             raise ValueError(f"the delay at {where} must be an integer, got {text!r}") from None
-    return _check_int(number, f"the delay at {where}", 0, MAX_DELAY)
+    return check_int(number, f"the delay at {where}", 0, MAX_DELAY)
 
 
 def example_trace_path() -> pathlib.Path:
@@ -350,7 +340,7 @@ class ActionQueue:
     """
 
     def __init__(self, max_delay: int, shape: tuple[int, ...] = (), dtype: Any = np.int64) -> None:
-        self.max_delay = _check_int(max_delay, "max_delay")
+        self.max_delay = check_int(max_delay, "max_delay")
         self._shape, self._dtype = tuple(shape), np.dtype(dtype)
         # a Python list, not an array: a step then costs list operations and no NumPy call, which stepping a
         # fast emulator (ALE) made the larger part of the wrapper's cost
@@ -422,13 +412,13 @@ def _as_delay_process(delay: int | DelayProcess) -> tuple[DelayProcess, int]:
                 f"delay must be an int or a delay process with max_delay, reset(rng) and step(rng); "
                 f"{process!r} has no {attribute!r}"
             )
-    return copy.deepcopy(process), _check_int(process.max_delay, "delay process max_delay", 0, MAX_DELAY)
+    return copy.deepcopy(process), check_int(process.max_delay, "delay process max_delay", 0, MAX_DELAY)
 
 
 def _checked_delay(delay: Any, process: DelayProcess, max_delay: int) -> int:
     """``delay`` as drawn from ``process``, or an error naming both when it is not an integer in ``[0, max_delay]``."""
     if type(delay) is not int or not 0 <= delay <= max_delay:
-        delay = _check_int(delay, f"delay from {process!r}", 0, max_delay)
+        delay = check_int(delay, f"delay from {process!r}", 0, max_delay)
     return delay
 
 
@@ -604,9 +594,7 @@ class ObservationDelay(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def __init__(self, env: gym.Env, delay: int | DelayProcess) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, delay=delay)
         gym.Wrapper.__init__(self, env)
-        from delayzoo.wrappers.pending import PendingActionsObservation  # pending.py builds on this module
-
-        if find_wrapper(env, PendingActionsObservation) is not None:
+        if _shows_pending_actions(env):
             raise ValueError(
                 "ObservationDelay cannot wrap a PendingActionsObservation: the view shows what the delays hide; "
                 "wrap as PendingActionsObservation(ObservationDelay(env, delay))"
@@ -673,6 +661,16 @@ def _snapshot(observation: Any) -> Any:
     if type(observation) is tuple:
         return tuple(_snapshot(value) for value in observation)
     return copy.deepcopy(observation)
+
+
+def _shows_pending_actions(env: gym.Env) -> bool:
+    """Whether a wrapper of ``env`` shows the agent the pending actions (``PendingActionsObservation``, which
+    builds on this module and says so with ``shows_pending_actions``)."""
+    while isinstance(env, gym.Wrapper):
+        if getattr(type(env), "shows_pending_actions", False):
+            return True
+        env = env.env
+    return False
 
 
 def _noop(space: spaces.Space) -> Any:

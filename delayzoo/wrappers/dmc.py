@@ -23,7 +23,8 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.core import ActType, ObsType
 
-from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay, _check_int
+from delayzoo.checks import check_int
+from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay
 from delayzoo.wrappers.pending import PendingActionsObservation
 
 OBSERVATIONS = ("proprio", "pixels")
@@ -47,7 +48,7 @@ class ActionRepeat(gym.Wrapper[ObsType, ActType, ObsType, ActType], gym.utils.Re
     def __init__(self, env: gym.Env[ObsType, ActType], repeat: int = 2) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, repeat=repeat)
         gym.Wrapper.__init__(self, env)
-        self.repeat = _check_int(repeat, "repeat", 1)
+        self.repeat = check_int(repeat, "repeat", 1)
 
     def step(self, action: ActType) -> tuple[ObsType, SupportsFloat, bool, bool, dict[str, Any]]:
         total_reward = 0.0
@@ -133,7 +134,7 @@ class RenderedPixels(gym.ObservationWrapper[np.ndarray, ActType, Any], gym.utils
         if env.render_mode != "rgb_array":
             raise ValueError(f"RenderedPixels needs render_mode='rgb_array', got {env.render_mode!r}")
         self.observation_space = spaces.Box(
-            0, 255, (_check_int(height, "height", 1), _check_int(width, "width", 1), 3), dtype=np.uint8
+            0, 255, (check_int(height, "height", 1), check_int(width, "width", 1), 3), dtype=np.uint8
         )
 
     def observation(self, observation: Any) -> np.ndarray:
@@ -211,12 +212,12 @@ def make_dmc(
 
     if obs not in OBSERVATIONS:
         raise ValueError(f"unknown obs {obs!r}; expected one of {list(OBSERVATIONS)}")
-    action_repeat = _check_int(action_repeat, "action_repeat", 1)
-    size = _check_int(size, "size", 1)
+    action_repeat = check_int(action_repeat, "action_repeat", 1)
+    size = check_int(size, "size", 1)
     env_id = _dmc_id(task)
     if camera_id is None:
         camera_id = CAMERAS.get(env_id.removeprefix("dm_control/").split("-")[0], 0)
-    camera_id = _check_int(camera_id, "camera_id", 0)
+    camera_id = check_int(camera_id, "camera_id", 0)
     if pending_view and delay is None:
         raise ValueError("pending_view=True shows the pending actions of an execution delay; pass delay= as well")
 

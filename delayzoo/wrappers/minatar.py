@@ -24,7 +24,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay, _check_int
+from delayzoo.checks import check_int
+from delayzoo.wrappers.delay import DelayProcess, ExecutionDelay
 from delayzoo.wrappers.pending import PendingActionsObservation
 
 __all__ = ["INSTALL_MINATAR", "MinAtarObservation", "is_minatar_id", "make_minatar", "register_minatar_envs"]
@@ -124,7 +125,7 @@ def make_minatar(
         raise ValueError(f"unknown MinAtar game {env_id!r}; expected one of {games}")
     env: gym.Env = gym.make(env_id, **game_kwargs)
     if max_episode_steps is not None:
-        env = gym.wrappers.TimeLimit(env, _check_int(max_episode_steps, "max_episode_steps", 1))
+        env = gym.wrappers.TimeLimit(env, check_int(max_episode_steps, "max_episode_steps", 1))
     if monitor is not False:
         from delayzoo.wrappers.monitor import add_episode_monitor  # imports SB3: only when used
 

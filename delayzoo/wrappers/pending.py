@@ -64,6 +64,9 @@ class PendingActionsObservation(gym.ObservationWrapper, gym.utils.RecordConstruc
     (['delay', 'obs_delay', 'observation', 'pending_actions'], (5,))
     """
 
+    shows_pending_actions = True
+    """Read by :class:`ObservationDelay`, which refuses to wrap a view (it would show what the delay hides)."""
+
     def __init__(self, env: gym.Env) -> None:
         gym.utils.RecordConstructorArgs.__init__(self)
         gym.ObservationWrapper.__init__(self, env)

@@ -12,14 +12,14 @@ where SB3 would train on the CPU without a word.
 from __future__ import annotations
 
 import argparse
-import math
-import numbers
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+
+from delayzoo.checks import check_number
 
 __all__ = [
     "check_device",
@@ -32,47 +32,6 @@ __all__ = [
     "device_argument",
     "warn_if_no_update",
 ]
-
-
-def check_number(
-    name: str,
-    value: Any,
-    low: float | None = None,
-    high: float | None = None,
-    *,
-    integer: bool = False,
-    low_open: bool = False,
-    high_open: bool = False,
-    optional: bool = False,
-) -> None:
-    """Raise unless ``value`` is a finite number in the range (``None`` too when ``optional``).
-
-    :param name: the hyperparameter's name, for the message
-    :param value: the value given
-    :param low: the smallest valid value (``None``: no lower bound)
-    :param high: the largest valid value (``None``: no upper bound)
-    :param integer: the value must be an integer
-    :param low_open: ``low`` itself is not valid
-    :param high_open: ``high`` itself is not valid
-    :param optional: ``None`` is valid
-    :raise TypeError: for a value that is not a number (or not an integer when ``integer``)
-    :raise ValueError: for NaN, infinity or a value outside the range
-    """
-    if value is None and optional:
-        return
-    kind = numbers.Integral if integer else numbers.Real
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kind):
-        expected = "an integer" if integer else "a number"
-        raise TypeError(f"{name} must be {expected}{' or None' if optional else ''}, got {value!r}")
-    left = "(" if low_open else "["
-    right = ")" if high_open else "]"
-    valid = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
-    inside = math.isfinite(value) and (
-        (low is None or (value > low if low_open else value >= low))
-        and (high is None or (value < high if high_open else value <= high))
-    )
-    if not inside:
-        raise ValueError(f"{name} must be in {valid}, got {value!r}")
 
 
 def check_learning_rate(value: float | Callable[[float], float]) -> None:
