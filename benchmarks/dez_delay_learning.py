@@ -16,6 +16,9 @@ retained fraction is the mean return over the seeds at a delay over the mean at 
     python benchmarks/dez_delay_learning.py --max-delay 5 --modes forward oblivious --seeds 0 --json /tmp/dez.jsonl
     python benchmarks/dez_delay_learning.py --table /tmp/dez.jsonl
 
+``-params`` overrides the entry's values (YAML values); a keyword group's keys (``search_kwargs:
+{method: gumbel}``) override the entry's group key by key, the rest of the group staying the entry's.
+
 ``--json`` appends one JSON line per run (curve, wall and CPU seconds, the reanalysis worker's
 included), so runs split across processes can be collected; ``--table FILE`` prints them and exits.
 """
@@ -65,7 +68,10 @@ def build(
     entry's ``n_timesteps``."""
     config = dict(yaml.safe_load(HYPERPARAMS.read_text())[ENTRY])
     config["forward_model"] = mode == "forward"
-    config.update(overrides or {})  # before the pops, so that policy_kwargs can be overridden too
+    for key, value in (overrides or {}).items():  # before the pops, so that policy_kwargs can be overridden too
+        groups = ("search_kwargs", "replay_buffer_kwargs", "actor_kwargs")
+        merge = key in groups and isinstance(value, dict) and isinstance(config.get(key), dict)
+        config[key] = {**config[key], **value} if merge else value  # a group's keys override the entry's one by one
     n_envs, steps, policy = config.pop("n_envs"), int(config.pop("n_timesteps")), config.pop("policy")
     policy_kwargs = eval(config.pop("policy_kwargs"), {"th": torch, "dict": dict})  # the file's own dict(...)
     if max_delay > 0:
@@ -110,7 +116,8 @@ def run(max_delay: int, mode: str, seed: int, steps: int | None = None, eval_eve
     model, entry_steps = build(max_delay, mode, seed, overrides, init_action)
     curve = Curve(eval_every, episodes, max_delay, label, init_action)
     model.learn(steps or entry_steps, callback=curve)
-    worker_cpu = model._worker.cpu_seconds if model._worker is not None else 0.0
+    worker = model._round_targets.worker
+    worker_cpu = worker.cpu_seconds if worker is not None else 0.0
     result = {
         "max_delay": max_delay,
         "mode": mode,
@@ -125,8 +132,8 @@ def run(max_delay: int, mode: str, seed: int, steps: int | None = None, eval_eve
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "commit": source_commit(),
     }
-    if model._worker is not None:
-        model._worker.close()
+    if worker is not None:
+        worker.close()
     if save_dir is not None:
         model.save(save_dir / f"d{max_delay}-{mode}-s{seed}.zip")
     return result

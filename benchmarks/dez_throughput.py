@@ -98,6 +98,13 @@ def _clock_train(model) -> list[float]:
     return in_train
 
 
+def _worker(model: Any) -> Any:
+    """The reanalysis worker process of a model, if it has one (older copies, run with --before, keep it
+    in ``_worker``)."""
+    round_targets = getattr(model, "_round_targets", None)
+    return round_targets.worker if round_targets is not None else getattr(model, "_worker", None)
+
+
 def _child(steps: int, seed: int, prefetch: str, device: str, env_id: str) -> dict[str, float]:
     import torch
     from stable_baselines3.common.vec_env import DummyVecEnv
@@ -130,16 +137,21 @@ def _child(steps: int, seed: int, prefetch: str, device: str, env_id: str) -> di
 
     model.learn(model.learning_starts)
     timed(model.policy, "act", "acting")
-    timed(model, "_targets", "reanalysis")
+    if hasattr(model, "_targets"):  # older copies (--before) reanalyse in a method of the learner
+        timed(model, "_targets", "reanalysis")
+    else:
+        from delayzoo.agents.delayed_ez.reanalysis import Reanalysis
+
+        timed(Reanalysis, "targets", "reanalysis")
     timed(model.replay_buffer, "sample", "targets")
     timed(model, "train", "update")
     in_train = _clock_train(model)
-    worker = getattr(model, "_worker", None)  # older copies (--before) have none
+    worker = _worker(model)
     worker_cpu = worker.cpu_seconds if worker is not None else 0.0
     cpu, wall = time.process_time(), time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    worker = getattr(model, "_worker", None)
+    worker = _worker(model)
     if worker is not None:  # prefetch="process": the worker's CPU time is reanalysis, and counts
         worker_cpu = worker.cpu_seconds - worker_cpu
         cpu += worker_cpu

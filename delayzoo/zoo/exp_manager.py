@@ -76,7 +76,7 @@ from delayzoo.zoo.hyperparams import find_entry
 from delayzoo.zoo.replay import replay_entry
 from delayzoo.zoo.runs import is_plain_data, read_run_yaml
 from delayzoo.zoo.sb3_files import load_sb3_model
-from delayzoo.zoo.trust import safe_hyperparams
+from delayzoo.zoo.trust import parse_kwargs, safe_hyperparams
 
 __all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "split_frame_stack", "stack_and_transpose"]
 
@@ -254,10 +254,18 @@ class DelayExperimentManager(ExperimentManager):
         self._final_updates = _FinalUpdates.from_entry(hyperparams, self.custom_hyperparams)
         if self.custom_hyperparams is not None:
             hyperparams.update(self.custom_hyperparams)
+        upgrade = getattr(ALGOS[self.algo], "upgrade_settings", None)
+        if upgrade is not None:  # our agents: keywords of earlier versions, as this one takes them
+            hyperparams = upgrade(hyperparams, f"the hyperparameters of {key!r} ({self.config}) and -params")
+        actor_kwargs = hyperparams.get("actor_kwargs")
+        if isinstance(actor_kwargs, str):
+            actor_kwargs = parse_kwargs(actor_kwargs, f"actor_kwargs in {self.config}")
+        if isinstance(actor_kwargs, dict) and "ray_address" in actor_kwargs:
+            raise ZooError("hyperparameter 'ray_address' is set by the zoo; use --address instead")
         if self.zoo.address is not None:
-            if "ray_address" not in inspect.signature(ALGOS[self.algo].__init__).parameters:
+            if "actor_kwargs" not in inspect.signature(ALGOS[self.algo].__init__).parameters:
                 raise ZooError(f"--address names the Ray cluster of actors, which --algo {self.algo} does not use")
-            hyperparams["ray_address"] = self.zoo.address
+            hyperparams["actor_kwargs"] = {**(actor_kwargs or {}), "ray_address": self.zoo.address}
         if "env_kwargs" in hyperparams and self.env_kwargs:
             hyperparams["env_kwargs"] = self.env_kwargs
         takes_delay_mode = "delay_mode" in inspect.signature(ALGOS[self.algo].__init__).parameters
@@ -311,12 +319,14 @@ class DelayExperimentManager(ExperimentManager):
 
     def _save_config(self, saved_hyperparams: dict[str, Any]) -> None:
         """rl_zoo3's ``config.yml`` and ``args.yml``, holding plain data only (see :meth:`_recorded`)."""
-        typed = self.args.hyperparams
-        self.args.hyperparams = self._recorded(typed) if typed else typed
+        typed = getattr(self.args, "hyperparams", None)
+        if typed:
+            self.args.hyperparams = self._recorded(typed)
         try:
             super()._save_config(self._recorded(saved_hyperparams))
         finally:
-            self.args.hyperparams = typed
+            if typed:
+                self.args.hyperparams = typed
 
     def _preprocess_hyperparams(self, hyperparams: dict[str, Any]) -> Any:
         if "n_timesteps" not in hyperparams:
@@ -329,7 +339,7 @@ class DelayExperimentManager(ExperimentManager):
         hyperparams = {**hyperparams, **safe_hyperparams(from_files, str(self.config), trusted)}
         processed = super()._preprocess_hyperparams(hyperparams)
         self._check_constructor_keys(processed[0])
-        self._self_play_actors = int(processed[0].get("self_play_actors") or 0)
+        self._self_play_actors = int((processed[0].get("actor_kwargs") or {}).get("self_play_actors") or 0)
         if self._self_play_actors and self.normalize:
             raise ZooError(
                 "self_play_actors cannot be used with normalize: the actors would each keep their own statistics"
@@ -363,7 +373,9 @@ class DelayExperimentManager(ExperimentManager):
         if reserved:
             name = reserved[0]
             raise ZooError(f"hyperparameter {name!r} is set by the zoo; use {SET_BY_THE_ZOO[name]} instead")
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()) and not hasattr(
+            algorithm, "upgrade_settings"
+        ):  # our agents take only former keywords there, already moved by upgrade_settings
             return
         accepted = set(parameters) - {"self"}
         unknown = sorted(keys - accepted)

@@ -104,7 +104,8 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
     other.add_argument("--pixels", action="store_true", help="DeepMind Control tasks as images (dm_control/ ids)")
     other.add_argument(
         "--address",
-        help="the Ray cluster of DelayedEZ's actors (-params self_play_actors:N reanalysis_actors:M): 'auto', "
+        help="the Ray cluster of DelayedEZ's actors (-params \"actor_kwargs:dict(self_play_actors=N, "
+        "reanalysis_actors=M)\"): 'auto', "
         "HOST:PORT or ray://HOST:PORT (default: a local Ray)",
     )
     other.add_argument(

@@ -63,7 +63,7 @@ NAME_KEYS: dict[str, type] = {
 }
 """Hyperparameters holding class names (one, a list, or a list of ``{name: kwargs}``), with the kind each must be."""
 
-ZOO_KWARGS_KEYS = ("search_kwargs",)
+ZOO_KWARGS_KEYS = ("search_kwargs", "actor_kwargs")
 """Keyword-string hyperparameters of delayzoo's agents, which rl_zoo3 does not evaluate: parsed by
 :func:`parse_kwargs` with or without ``--trust-run-files``."""
 

@@ -18,7 +18,8 @@ from tests.agents.delayed_ez.conftest import TINY_MLP
 from tests.agents.pwm.test_pwm_agent import FAST as PWM_FAST
 
 DEZ_FAST = dict(
-    buffer_size=400, learning_starts=8, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=2,
+    buffer_size=400, learning_starts=8, batch_size=4, num_simulations=3, replay_buffer_kwargs=dict(segment_length=8),
+        lr_warmup_steps=2,
     target_update_interval=5, policy_kwargs=dict(net_kwargs=TINY_MLP), seed=0, device="cpu",
 )
 AGENTS = {"pwm": (PWM, PWM_FAST), "delayed_ez": (DelayedEZ, DEZ_FAST)}
@@ -46,14 +47,16 @@ SPECIFIC_BAD = [
     ("delayed_ez", "num_simulations", 0, "num_simulations must be in [1, inf], got 0"),
     ("delayed_ez", "td_steps", 0, "td_steps must be in [1, inf], got 0"),
     ("delayed_ez", "reanalyze_ratio", 1.2, "reanalyze_ratio must be in [0, 1], got 1.2"),
-    ("delayed_ez", "exploration_fraction", NAN, "exploration_fraction must be in [0, 1], got nan"),
-    ("delayed_ez", "priority_beta", -0.1, "priority_beta must be in [0, 1], got -0.1"),
-    ("delayed_ez", "dirichlet_alpha", 0.0, "dirichlet_alpha must be in (0, inf], got 0.0"),
+    ("delayed_ez", "search_kwargs.exploration_fraction", NAN, "exploration_fraction must be in [0, 1], got nan"),
+    ("delayed_ez", "replay_buffer_kwargs.priority_beta", -0.1, "priority_beta must be in [0, 1], got -0.1"),
+    ("delayed_ez", "search_kwargs.dirichlet_alpha", 0.0, "dirichlet_alpha must be in (0, inf], got 0.0"),
     ("delayed_ez", "max_grad_norm", float("inf"), "max_grad_norm must be in (0, inf], got inf"),
     ("delayed_ez", "value_loss_coef", -1.0, "value_loss_coef must be in [0, inf], got -1.0"),
-    ("delayed_ez", "visit_temperature", 0.0, "visit_temperature must be in (0, inf], got 0.0"),
+    ("delayed_ez", "search_kwargs.visit_temperature", 0.0, "visit_temperature must be in (0, inf], got 0.0"),
     ("delayed_ez", "auto_td_period", 0, "auto_td_period must be in [1, inf], got 0"),
-    ("delayed_ez", "segment_length", 0, "segment_length must be in [1, inf], got 0"),
+    ("delayed_ez", "replay_buffer_kwargs.segment_length", 0, "segment_length must be in [1, inf], got 0"),
+    ("delayed_ez", "actor_kwargs.envs_per_actor", 0, "envs_per_actor must be in [1, inf], got 0"),
+    ("delayed_ez", "actor_kwargs.placement_timeout", -1.0, "placement_timeout must be in (0, inf], got -1.0"),
 ]
 CASES = [(algo, *case) for algo in AGENTS for case in COMMON_BAD] + SPECIFIC_BAD
 
@@ -61,8 +64,10 @@ CASES = [(algo, *case) for algo in AGENTS for case in COMMON_BAD] + SPECIFIC_BAD
 @pytest.mark.parametrize("algo, name, value, message", CASES, ids=[f"{c[0]}-{c[1]}={c[2]}" for c in CASES])
 def test_constructor_refuses_a_value_out_of_range_naming_it_and_the_range(algo, name, value, message):
     agent, fast = AGENTS[algo]
+    group, _, key = name.rpartition(".")  # a key of a keyword group (search_kwargs.pb_c_init), or a keyword
+    settings = {**fast, group: {**fast.get(group, {}), key: value}} if group else {**fast, name: value}
     with pytest.raises(ValueError) as error:
-        agent("MlpPolicy", "CartPole-v1", **{**fast, name: value})
+        agent("MlpPolicy", "CartPole-v1", **settings)
     assert message in str(error.value)
 
 

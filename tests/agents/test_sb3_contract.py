@@ -30,7 +30,8 @@ PWM_FAST = dict(
     ),
 )
 DEZ_FAST = dict(
-    learning_starts=16, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=10, reanalyze_ratio=0.5,
+    learning_starts=16, batch_size=4, num_simulations=3, replay_buffer_kwargs=dict(segment_length=8),
+    lr_warmup_steps=10, reanalyze_ratio=0.5,
     target_update_interval=5,
     policy_kwargs=dict(net_kwargs=dict(latent_dim=8, hidden=(16,), head_hidden=(8,), lstm_hidden_size=8, proj_hidden=8,
                                        proj_out=8, pred_hidden=4, support_size=10)),

@@ -30,7 +30,7 @@ TINY = {
   learning_starts: 16
   batch_size: 4
   num_simulations: 3
-  segment_length: 8
+  replay_buffer_kwargs: {segment_length: 8}
   lr_warmup_steps: 10
   reanalyze_ratio: 0.5
   target_update_interval: 5
@@ -69,7 +69,8 @@ def test_agent_trains_under_delay_through_the_zoo_and_evaluates(algo, tmp_path):
 MINATAR_TINY = {
     "ppo": ["n_envs:2", "n_steps:32", "batch_size:32", "n_epochs:1"],
     "pwm": ["learning_starts:40", "batch_size:2", "sequence_length:8", "imagination_horizon:3"],
-    "delayed_ez": ["n_envs:2", "learning_starts:40", "batch_size:4", "num_simulations:2", "segment_length:8"],
+    "delayed_ez": ["n_envs:2", "learning_starts:40", "batch_size:4", "num_simulations:2",
+                   "replay_buffer_kwargs:dict(segment_length=8)"],
 }
 """The shipped MinAtar entries (their networks included), with budgets shrunk for a smoke run."""
 

@@ -22,8 +22,8 @@ TINY = {
         " actor_critic_kwargs=dict(units=16, layers=1, value_bins=21))",
     ],
     "delayed_ez": [
-        "learning_starts:8", "batch_size:4", "num_simulations:2", "buffer_size:64", "segment_length:6",
-        "final_updates:2", "lr_warmup_steps:2",
+        "learning_starts:8", "batch_size:4", "num_simulations:2", "buffer_size:64",
+        "replay_buffer_kwargs:dict(segment_length=6)", "final_updates:2", "lr_warmup_steps:2",
         "policy_kwargs:dict(net_kwargs=dict(num_channels=4, num_blocks=1, reduced_channels=2, head_hidden=(8,),"
         " lstm_hidden_size=8, proj_hidden=8, proj_out=8, pred_hidden=4, support_size=10))",
     ],

@@ -17,7 +17,8 @@ from tests.zoo.test_interrupt import checkpoints, wait_for_checkpoints
 
 pytest.importorskip("ray")
 
-ACTORS = ["-params", "self_play_actors:2", "reanalysis_actors:1", "envs_per_actor:2", "learning_starts:40"]
+ACTORS = ["-params", "actor_kwargs:dict(self_play_actors=2, reanalysis_actors=1, envs_per_actor=2)",
+          "learning_starts:40"]
 DELAY = ["--delay", "2", "--delay-process", "random-walk", "--pending-view"]
 
 
@@ -38,7 +39,7 @@ def test_sigterm_saves_model_and_replay_and_stops_every_process_then_eval_runs_w
     assert "Interrupted (SIGTERM)" in output
     assert saved_steps(run / "CartPole-v1.zip") >= checkpoints(run)[0] and list(run.glob("replay_buffer.*"))
     config = (run / "CartPole-v1" / "config.yml").read_text()
-    assert "self_play_actors: 2" in config and "reanalysis_actors: 1" in config
+    assert "self_play_actors: 2" in config and "reanalysis_actors: 1" in config  # under actor_kwargs
     deadline = time.monotonic() + 30
     while any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in family):
         assert time.monotonic() < deadline, [child.cmdline() for child in family if child.is_running()]

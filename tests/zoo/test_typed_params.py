@@ -23,7 +23,8 @@ TYPED = {
             "policy_kwargs:dict(world_model_kwargs=dict(stoch=4, classes=4, cnn_channels=(4, 8), mlp_units=16, "
             "mlp_layers=1, seq_width=16, seq_cells=1, seq_divisor=2, reward_bins=21), "
             "actor_critic_kwargs=dict(units=16, layers=1, value_bins=21))"],
-    "delayed_ez": ["learning_starts:16", "batch_size:4", "num_simulations:3", "segment_length:8", "lr_warmup_steps:10",
+    "delayed_ez": ["learning_starts:16", "batch_size:4", "num_simulations:3",
+                   "replay_buffer_kwargs:dict(segment_length=8)", "lr_warmup_steps:10",
                    "policy_kwargs:dict(net_kwargs=dict(latent_dim=8, hidden=(16,), head_hidden=(8,), "
                    "lstm_hidden_size=8, proj_hidden=8, proj_out=8, pred_hidden=4, support_size=10), "
                    "optimizer_class=th.optim.Adam)"],

@@ -283,13 +283,27 @@ class PlainSaveMixin(BaseAlgorithm):
             return {**init, "train_freq": tuple(init["train_freq"])}
         return init
 
+    @classmethod
+    def _settings_names(cls) -> list[str]:
+        """The constructor keywords saved with a model (all but the policy, env, device, policy_kwargs, the
+        :attr:`run_settings` and a ``**`` catch-all)."""
+        return [
+            name for name, parameter in inspect.signature(cls.__init__).parameters.items()
+            if name not in _NOT_SAVED and name not in cls.run_settings and parameter.kind != parameter.VAR_KEYWORD
+        ]
+
+    @classmethod
+    def upgrade_settings(cls, settings: dict[str, Any], where: str) -> dict[str, Any]:
+        """Constructor keywords of an earlier version (in a model file, a run's hyperparameters) as this version
+        takes them (a hook; ``where`` says where they come from, for the warning an agent may give)."""
+        return settings
+
     def _model_settings(self) -> dict[str, Any]:
-        """The constructor keywords that make this model (all but the policy, env, device, policy_kwargs and
-        :attr:`run_settings`), read from the attributes of the same name (or with a leading underscore)."""
+        """The constructor keywords that make this model (:meth:`_settings_names`), read from the attributes of
+        the same name (or with a leading underscore)."""
         return {
             name: getattr(self, name) if hasattr(self, name) else getattr(self, "_" + name)
-            for name in inspect.signature(type(self).__init__).parameters
-            if name not in _NOT_SAVED and name not in self.run_settings
+            for name in self._settings_names()
         }
 
     def save(self, path: str | pathlib.Path | io.BufferedIOBase) -> None:  # type: ignore[override]
@@ -351,7 +365,7 @@ class PlainSaveMixin(BaseAlgorithm):
         data, params, _ = load_plain_zip(path, device, print_system_info)
         try:
             init, policy, policy_kwargs, observation_space, action_space, counters = cls._read_data(
-                data, custom_objects or {}
+                data, custom_objects or {}, path if isinstance(path, (str, pathlib.Path)) else "<stream>"
             )
         except (ValueError, TypeError, KeyError) as error:
             raise NotAModelFileError(path, str(error)) from None
@@ -379,7 +393,7 @@ class PlainSaveMixin(BaseAlgorithm):
 
     @classmethod
     def _read_data(
-        cls, data: Any, custom_objects: dict[str, Any]
+        cls, data: Any, custom_objects: dict[str, Any], where: Any = "<stream>"
     ) -> tuple[dict[str, Any], Any, dict[str, Any], spaces.Space, spaces.Space, dict[str, int]]:
         """Check the ``data`` entry against what :meth:`save` writes; return what the constructor needs."""
         if not isinstance(data, dict):
@@ -397,8 +411,8 @@ class PlainSaveMixin(BaseAlgorithm):
         for name, value in counters.items():
             if type(value) is not int or value < 0:
                 raise TypeError(f"counter {name!r} must be an integer >= 0, got {value!r}")
-        accepted = set(inspect.signature(cls.__init__).parameters) - set(_NOT_SAVED) - set(cls.run_settings)
-        unknown = sorted(set(data["init"]) - accepted)
+        saved = cls.upgrade_settings(dict(data["init"]), f"the model file {where}")
+        unknown = sorted(set(saved) - set(cls._settings_names()))
         if unknown:
             raise ValueError(f"its settings name {unknown}, which {cls.__name__} does not take")
         policy = custom_objects.get("policy_class", data["policy"])
@@ -410,7 +424,7 @@ class PlainSaveMixin(BaseAlgorithm):
         policy_kwargs = dict(custom_objects.get("policy_kwargs", data["policy_kwargs"]))
         if isinstance(policy_kwargs.get("optimizer_class"), str):
             policy_kwargs["optimizer_class"] = _optimizer_from_name(policy_kwargs["optimizer_class"])
-        init = cls._init_from_json({key: custom_objects.get(key, value) for key, value in data["init"].items()})
+        init = cls._init_from_json({key: custom_objects.get(key, value) for key, value in saved.items()})
         observation_space = space_from_json(data["observation_space"])
         action_space = space_from_json(data["action_space"])
         if isinstance(policy, str):  # files of older versions named the first alias of a shared policy class

@@ -33,7 +33,6 @@ called ``ray.init``, and its workers, the actors among them, exit with the node.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import math
 import os
 import signal
@@ -46,15 +45,19 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 import torch
+from stable_baselines3.common.buffers import ReplayBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.type_aliases import RolloutReturn
+from stable_baselines3.common.noise import ActionNoise
+from stable_baselines3.common.type_aliases import RolloutReturn, TrainFreq
 from stable_baselines3.common.vec_env import VecEnv
 
 from delayzoo.agents.common.ray_connect import connect, import_ray
-from delayzoo.agents.delayed_ez.actors import ReanalysisActor, SelfPlayActor, actor_settings
+from delayzoo.agents.delayed_ez.actors import ReanalysisActor, SelfPlayActor
+from delayzoo.agents.delayed_ez.config import ActorConfig
+from delayzoo.agents.delayed_ez.reanalysis import Targets
 from delayzoo.agents.delayed_ez.replay import ReplayBatch
 
-__all__ = ["ActorConfig", "ActorRun", "actor_env_factory"]
+__all__ = ["ActorRun", "RayActorsMixin", "actor_env_factory", "env_for_spaces"]
 
 DEFAULT_CPUS = 0.25
 """CPUs an actor reserves by default: a fraction, so actors find room beside sweep cells that hold whole cores."""
@@ -72,69 +75,11 @@ _NO_FACTORY = (
 )
 
 
-def _check_count(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
-def _check_resources(name: str, value: Any) -> None:
-    if value is None:
-        return
-    if not isinstance(value, dict) or set(value) - {"num_cpus", "num_gpus"}:
-        raise ValueError(f"{name} must be None or a dict with num_cpus and/or num_gpus, got {value!r}")
-    for key, amount in value.items():
-        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
-            raise ValueError(f"{name}[{key!r}] must be a number >= 0, got {amount!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class ActorConfig:
-    """How a DelayedEZ run is spread over Ray actors (run settings, not saved with the model).
-
-    :param self_play_actors: self-play actors (0: acting in the learner's process, SB3's loop)
-    :param reanalysis_actors: reanalysis actors (0: targets in the learner's process, or its ``prefetch``)
-    :param envs_per_actor: envs of each self-play actor (the reference's ``p_mcts_num``)
-    :param self_play_update_interval: updates between weight copies to the self-play actors (reference: 100)
-    :param self_play_resources: Ray resources of a self-play actor (``num_cpus``, ``num_gpus``);
-        ``None``: ``DEFAULT_CPUS`` CPU
-    :param reanalysis_resources: the same for a reanalysis actor; ``None``: ``DEFAULT_CPUS`` CPU, plus
-        ``DEFAULT_REANALYSIS_GPUS`` GPU where the cluster has GPUs
-    :param max_restarts: restarts of an actor and retries of a call before its error stops ``learn``
-    :param placement_timeout: seconds to wait for the actors to be placed and built
-    :param ray_address: ``None`` (local Ray, or the one this process is connected to), ``"auto"``,
-        ``HOST:PORT`` or ``ray://HOST:PORT``
-    """
-
-    self_play_actors: int = 0
-    reanalysis_actors: int = 0
-    envs_per_actor: int = 1
-    self_play_update_interval: int = 100
-    self_play_resources: dict[str, float] | None = None
-    reanalysis_resources: dict[str, float] | None = None
-    max_restarts: int = 3
-    placement_timeout: float = 120.0
-    ray_address: str | None = None
-
-    def __post_init__(self) -> None:
-        _check_count("self_play_actors", self.self_play_actors, 0)
-        _check_count("reanalysis_actors", self.reanalysis_actors, 0)
-        _check_count("envs_per_actor", self.envs_per_actor, 1)
-        _check_count("self_play_update_interval", self.self_play_update_interval, 1)
-        _check_count("actor_max_restarts", self.max_restarts, 0)
-        _check_resources("self_play_resources", self.self_play_resources)
-        _check_resources("reanalysis_resources", self.reanalysis_resources)
-        if isinstance(self.placement_timeout, bool) or not self.placement_timeout > 0:
-            raise ValueError(f"placement_timeout must be a number of seconds > 0, got {self.placement_timeout!r}")
-
-    @property
-    def active(self) -> bool:
-        """Whether any actor is asked for."""
-        return self.self_play_actors > 0 or self.reanalysis_actors > 0
-
-    def check_ray(self) -> None:
-        """An ``ImportError`` naming the extra ``delayzoo[ray]`` when actors are asked for and Ray is missing."""
-        if self.active:
-            import_ray("DelayedEZ's actors run")
+def env_for_spaces(source: Any) -> Any:
+    """The env the learner reads its spaces from: ``source``, or one env of a factory (an env id stays an id)."""
+    if callable(source) and not isinstance(source, (gym.Env, VecEnv)):
+        return source()
+    return source
 
 
 def actor_env_factory(source: Any) -> Callable[[], gym.Env]:
@@ -240,8 +185,8 @@ class ActorRun:
 
     def _spawn(self, model: Any, env_factory: Callable[[], gym.Env] | None) -> None:
         ray, config = self.ray, self.config
-        settings = actor_settings(model)
-        faults = {"max_restarts": config.max_restarts, "max_task_retries": config.max_restarts}
+        parts = model.actor_parts()
+        faults = {"max_restarts": config.actor_max_restarts, "max_task_retries": config.actor_max_restarts}
         self._weights = ray.put(_state_arrays(model.policy.network))
         self._target = ray.put(_state_arrays(model.policy.target_network))
         groups = []
@@ -252,7 +197,7 @@ class ActorRun:
             threads = max(1, int(resources["num_cpus"]))
             remote = ray.remote(SelfPlayActor).options(**resources, **faults)
             self.self_play = [
-                remote.remote(index, env_factory, config.envs_per_actor, settings, model.seed, device, threads)
+                remote.remote(index, env_factory, config.envs_per_actor, parts, model.seed, device, threads)
                 for index in range(config.self_play_actors)
             ]
             groups.append(("SelfPlayActor", self.self_play, resources))
@@ -264,7 +209,7 @@ class ActorRun:
             spaces = (model.observation_space, model.action_space)
             remote = ray.remote(ReanalysisActor).options(**resources, **faults)
             self.reanalysis = [
-                remote.remote(index, settings, spaces, model.seed, device, threads)
+                remote.remote(index, parts, spaces, model.seed, device, threads)
                 for index in range(config.reanalysis_actors)
             ]
             groups.append(("ReanalysisActor", self.reanalysis, resources))
@@ -297,7 +242,7 @@ class ActorRun:
     def _issue(self, model: Any, round_steps: int) -> None:
         """A ``collect`` call to every idle self-play actor the throttle lets run."""
         epa = self.config.envs_per_actor
-        slack = round_steps + len(self.self_play) * epa * model.segment_length
+        slack = round_steps + len(self.self_play) * epa * model.replay_config.segment_length
         busy = collections.Counter(self._pending.values())
         for _ in range(CALLS_IN_FLIGHT):
             for index, actor in enumerate(self.self_play):
@@ -322,8 +267,8 @@ class ActorRun:
             result = self.ray.get(ref)
         except self.ray.exceptions.RayError as error:
             raise RuntimeError(
-                f"SelfPlayActor {index} failed {self.config.max_restarts + 1} times (actor_max_restarts="
-                f"{self.config.max_restarts}); its last error:\n{error}"
+                f"SelfPlayActor {index} failed {self.config.actor_max_restarts + 1} times (actor_max_restarts="
+                f"{self.config.actor_max_restarts}); its last error:\n{error}"
             ) from error
         incarnation, _ = result["key"]
         if self._incarnation.get(index) != incarnation:  # restarted: its earlier running segments are lost
@@ -386,7 +331,7 @@ class ActorRun:
     # ------------------------------------------------------------------ reanalysis
     def next_round(
         self, model: Any, sample: Callable[[], ReplayBatch], gradient_steps: int
-    ) -> tuple[list[ReplayBatch], list[tuple[torch.Tensor, ...]]]:
+    ) -> tuple[list[ReplayBatch], list[Targets]]:
         """The oldest round in flight (its batches and their targets), after topping up the rounds in flight.
 
         :param sample: draws one batch from the replay
@@ -403,14 +348,16 @@ class ActorRun:
             arrays, cpu = self.ray.get(ref)
         except self.ray.exceptions.RayError as error:
             raise RuntimeError(
-                f"a ReanalysisActor failed {self.config.max_restarts + 1} times (actor_max_restarts="
-                f"{self.config.max_restarts}); its last error:\n{error}"
+                f"a ReanalysisActor failed {self.config.actor_max_restarts + 1} times (actor_max_restarts="
+                f"{self.config.actor_max_restarts}); its last error:\n{error}"
             ) from error
         self.learner_wait += time.perf_counter() - wait
         self.actor_cpu += cpu
         if len(batches) < gradient_steps:  # a round sampled for fewer updates: sample this one now
             return self.next_round(model, sample, gradient_steps)
-        targets = [tuple(torch.tensor(a, device=model.device) for a in batch) for batch in arrays]
+        targets: list[Targets] = [
+            tuple(torch.tensor(a, device=model.device) for a in batch) for batch in arrays  # type: ignore[misc]
+        ]
         return batches[:gradient_steps], targets[:gradient_steps]
 
     # ------------------------------------------------------------------ logging and stopping
@@ -453,3 +400,64 @@ class ActorRun:
         if self._handles_sigterm:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             self._handles_sigterm = False
+
+
+class RayActorsMixin:
+    """The learner's side of the actors: DelayedEZ's ``learn`` starts them for its call, SB3's loop collects
+    through them, and they stop at its end (put before ``OffPolicyAlgorithm`` among the bases)."""
+
+    _actors: ActorRun | None
+    actor_config: ActorConfig
+    train_freq: TrainFreq
+    gradient_steps: int
+    n_envs: int
+    env: VecEnv | None
+    prefetch: bool | str
+    verbose: int
+    _env_source: Any
+
+    def _start_actors(self) -> None:
+        """Place this learn's actors (see :mod:`~delayzoo.agents.delayed_ez.distributed`)."""
+        config = self.actor_config
+        if not config.active:
+            return
+        factory = None
+        if config.self_play_actors:
+            if isinstance(self.train_freq, TrainFreq) and self.train_freq.unit.value != "step":
+                raise ValueError(f"self-play actors need train_freq in steps, got {self.train_freq}")
+            factory = actor_env_factory(self._env_source)
+        if config.reanalysis_actors and self.prefetch and self.verbose >= 1:
+            print(f"DelayedEZ: prefetch={self.prefetch!r} is not used: the reanalysis actors compute the targets")
+        self._actors = ActorRun(self, config, factory)
+        if config.self_play_actors:
+            self.n_envs = config.self_play_actors * config.envs_per_actor
+
+    def _stop_actors(self) -> None:
+        if self._actors is not None:
+            self._actors.close()
+            self._actors = None
+            if self.env is not None:
+                self.n_envs = self.env.num_envs
+
+    def _round_updates(self) -> int:
+        """Updates per round of ``train_freq`` steps of every env (SB3's ``gradient_steps``, -1: one per env step)."""
+        if self.gradient_steps >= 0:
+            return int(self.gradient_steps)
+        return int(self.train_freq.frequency) * self.n_envs  # type: ignore[union-attr]
+
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        train_freq: TrainFreq,
+        replay_buffer: ReplayBuffer,
+        action_noise: ActionNoise | None = None,
+        learning_starts: int = 0,
+        log_interval: int | None = None,
+    ) -> RolloutReturn:
+        """SB3's ``collect_rollouts``; with self-play actors, a round of segments received from them."""
+        if self._actors is not None and self._actors.self_play:
+            return self._actors.collect_rollouts(self, callback, log_interval)
+        return super().collect_rollouts(
+            env, callback, train_freq, replay_buffer, action_noise, learning_starts, log_interval
+        )

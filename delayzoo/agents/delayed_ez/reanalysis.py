@@ -1,9 +1,11 @@
-"""A training round's value and policy targets, computed in the training thread, a thread, or a process.
+"""DelayedEZ's reanalysis part: a training round's value and policy targets, computed in the training thread, a
+thread, a process or a Ray actor.
 
-:func:`compute_targets` is EfficientZero's reanalysis: values bootstrap from the target network (its
-predicted values, or the root values of a search with it) and the first ``reanalyze_ratio`` of each batch
-gets fresh policy targets from one batched search with it (normalised visits under pUCT, the improved policy
-under Gumbel; the search adds its root noise, as EfficientZero and EfficientZero V2 do).
+:class:`Reanalysis` (the target network, the search and a :class:`ReanalysisConfig`) is what the learner and
+each reanalysis actor hold; :func:`compute_targets` is EfficientZero's reanalysis: values bootstrap from the
+target network (its predicted values, or the root values of a search with it) and the first ``reanalyze_ratio``
+of each batch gets fresh policy targets from one batched search with it (normalised visits under pUCT, the
+improved policy under Gumbel; the search adds its root noise, as EfficientZero and EfficientZero V2 do).
 :class:`ThreadPrefetch` and :class:`ProcessPrefetch` run it on the next round's batches while the current
 round trains (``DelayedEZ(prefetch=True | "process")``). A thread shares the GIL with the training
 thread, so at small network sizes the two mostly take turns; :class:`ReanalysisWorker` is a CPU process
@@ -14,12 +16,14 @@ returns it advanced by the search's noise, so the random stream is the one of th
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import signal
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,7 +38,10 @@ from delayzoo.agents.delayed_ez.replay import ReplayBatch, stack_frames
 __all__ = [
     "CPU_REANALYSIS_CHUNK",
     "ProcessPrefetch",
+    "Reanalysis",
+    "ReanalysisConfig",
     "ReanalysisWorker",
+    "RoundTargets",
     "Targets",
     "ThreadPrefetch",
     "batch_stacks",
@@ -157,6 +164,47 @@ def compute_targets(
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class ReanalysisConfig:
+    """The keywords of :func:`compute_targets` that come from the model's settings.
+
+    :param frame_stack: frames per observation
+    :param reanalyze_ratio: share of each batch whose policy targets come from a fresh search
+    :param chunk: roots per network call and search (``None``: by device)
+    :param reanalyse_missing: also reanalyse the positions without a stored search policy
+    :param use_root_value: bootstrap from the root values of a search
+    :param mixed_precision: the networks' autocast
+    """
+
+    frame_stack: int = 1
+    reanalyze_ratio: float = 0.99
+    chunk: int | None = None
+    reanalyse_missing: bool = False
+    use_root_value: bool = False
+    mixed_precision: bool | str = False
+
+
+class Reanalysis:
+    """The targets of a round's batches from a target network and a search (the learner's, or an actor's copy).
+
+    :param target_network: the target network
+    :param mcts: the search
+    :param config: how the targets are built
+    :param device: where the targets are computed
+    """
+
+    def __init__(
+        self, target_network: EfficientZeroNetwork, mcts: MCTS, config: ReanalysisConfig, device: torch.device
+    ) -> None:
+        self.target_network, self.mcts, self.config, self.device = target_network, mcts, config, device
+
+    def targets(self, batches: list[ReplayBatch], rng: np.random.Generator) -> list[Targets]:
+        """The targets of ``batches`` (``rng``: the search's noise and tie-breaks; advanced by it)."""
+        return compute_targets(
+            self.target_network, self.mcts, batches, rng, device=self.device, **dataclasses.asdict(self.config)
+        )
+
+
 class ThreadPrefetch:
     """The next round's batches and a thread computing their targets with ``compute(batches)``."""
 
@@ -187,7 +235,7 @@ class ThreadPrefetch:
 
 
 def _serve(
-    connection, target_net: EfficientZeroNetwork, mcts: MCTS, settings: dict[str, Any], parent: int, kernel: bool
+    connection, target_net: EfficientZeroNetwork, mcts: MCTS, config: ReanalysisConfig, parent: int, kernel: bool
 ) -> None:
     """The worker's loop: ``(batches, rng state, weights or None)`` in, ``(targets, rng state, CPU s)`` out.
 
@@ -201,7 +249,7 @@ def _serve(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     exit_with_parent(parent, signal.SIGTERM, kernel=kernel)
-    device = torch.device("cpu")
+    reanalysis = Reanalysis(target_net, mcts, config, torch.device("cpu"))
     rng = np.random.default_rng()
     while True:
         try:
@@ -212,7 +260,7 @@ def _serve(
             if weights is not None:
                 target_net.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
             rng.bit_generator.state = rng_state
-            targets = compute_targets(target_net, mcts, batches, rng, device=device, **settings)
+            targets = reanalysis.targets(batches, rng)
             reply: Any = ([tuple(t.numpy() for t in batch) for batch in targets], rng.bit_generator.state)
         except BaseException as error:  # sent back and re-raised in the training process
             reply = error
@@ -233,19 +281,18 @@ class ReanalysisWorker:
     spawned elsewhere, and runs one torch thread. It stops when this object is garbage-collected or the
     training process exits or dies (SIGKILL included).
 
-    :param target_net: the target network (copied into the worker; :meth:`submit` sends new weights)
-    :param mcts: the search
-    :param settings: the keywords of :func:`compute_targets` other than the networks, batches, generator
-        and device (``frame_stack``, ``reanalyze_ratio``, ``chunk``, ``use_root_value``, ...)
+    :param reanalysis: the learner's reanalysis (its target network is copied into the worker, its search and
+        config used there; :meth:`submit` sends new weights)
     """
 
-    def __init__(self, target_net: EfficientZeroNetwork, mcts: MCTS, settings: dict[str, Any]) -> None:
+    def __init__(self, reanalysis: Reanalysis) -> None:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         context = multiprocessing.get_context(method)
         self._connection, child = context.Pipe()
         kernel = threading.current_thread() is threading.main_thread()
         self._process = context.Process(
-            target=_serve, args=(child, target_net, mcts, dict(settings), os.getpid(), kernel),
+            target=_serve,
+            args=(child, reanalysis.target_network, reanalysis.mcts, reanalysis.config, os.getpid(), kernel),
             name="delayzoo-reanalysis", daemon=True,
         )
         self._process.start()
@@ -309,3 +356,75 @@ class ProcessPrefetch:
             raise self._error
         assert self._targets is not None
         return self.batches, self._targets
+
+
+class RoundTargets:
+    """A training round's batches and targets: computed in the update, or, with ``prefetch``, sampled at the end
+    of the previous round and computed while it trained (in a thread, or with ``"process"`` in a
+    :class:`ReanalysisWorker`, whose target network is sent again after :meth:`refreshed`)."""
+
+    def __init__(self) -> None:
+        self.worker: ReanalysisWorker | None = None
+        self._prefetched: ThreadPrefetch | ProcessPrefetch | None = None
+        self._stale = True
+
+    def next(
+        self,
+        reanalysis: Reanalysis,
+        sample: Callable[[], ReplayBatch],
+        gradient_steps: int,
+        batch_size: int,
+        rng: np.random.Generator,
+        prefetch: bool | str = False,
+    ) -> tuple[list[ReplayBatch], list[Targets]]:
+        """This round's batches (drawn by ``sample``) and targets; with ``prefetch`` (``True``: in a thread,
+        ``"process"``: in the worker) the next round's are started."""
+        prefetched, self._prefetched = self._prefetched, None
+        if (
+            prefetched is not None
+            and len(prefetched.batches) == gradient_steps
+            and len(prefetched.batches[0].slots) == batch_size
+        ):
+            batches, targets = prefetched.result()
+        else:
+            if prefetched is not None:
+                prefetched.wait()
+            batches = [sample() for _ in range(gradient_steps)]
+            targets = reanalysis.targets(batches, rng)
+        if prefetch:
+            self._prefetched = self._start([sample() for _ in range(gradient_steps)], reanalysis, rng, prefetch)
+        return batches, targets
+
+    def _start(
+        self, batches: list[ReplayBatch], reanalysis: Reanalysis, rng: np.random.Generator, prefetch: bool | str
+    ) -> ThreadPrefetch | ProcessPrefetch:
+        if prefetch != "process":
+            return ThreadPrefetch(batches, lambda round_batches: reanalysis.targets(round_batches, rng))
+        if self.worker is None:
+            self.worker = ReanalysisWorker(reanalysis)
+            self._stale = True
+        weights = None
+        if self._stale:
+            weights = {name: value.numpy() for name, value in reanalysis.target_network.state_dict().items()}
+            self._stale = False
+        return ProcessPrefetch(batches, self.worker, rng, weights, reanalysis.device)
+
+    @property
+    def pending(self) -> ThreadPrefetch | ProcessPrefetch | None:
+        """The prefetch in flight, if any."""
+        return self._prefetched
+
+    def wait(self) -> None:
+        """Block until the prefetch in flight (if any) is done: before the target network changes."""
+        if self._prefetched is not None:
+            self._prefetched.wait()
+
+    def refreshed(self) -> None:
+        """The target network changed: the worker gets it with its next batches."""
+        self._stale = True
+
+    def drop(self) -> None:
+        """Finish and forget the prefetch in flight (its batches are not trained on)."""
+        self.wait()
+        self._prefetched = None
+

@@ -25,7 +25,7 @@ import torch
 from delayzoo.agents.common.replay_files import ReplayFileError, check_array
 from delayzoo.agents.delayed_ez.config import TargetConfig
 
-__all__ = ["GameSegment", "GameWriter", "PrioritizedGameBuffer", "ReplayBatch", "stack_frames"]
+__all__ = ["GameSegment", "GameWriter", "PrioritizedGameBuffer", "ReplayBatch", "check_replay_arrays", "stack_frames"]
 
 
 def split_frames(observation: np.ndarray, frame_stack: int) -> np.ndarray:
@@ -606,3 +606,26 @@ def _check_state_arrays(arrays: dict[str, np.ndarray], path: Any) -> None:
         )
     if not (np.isfinite(priorities).all() and priorities.min() >= 0):
         raise ReplayFileError(path, "its priorities must be finite and >= 0")
+
+
+def check_replay_arrays(
+    path: Any, arrays: dict[str, np.ndarray], observation_shape: tuple[int, ...], num_actions: int, frame_stack: int
+) -> None:
+    """Refuse a saved replay whose frame stack, observations or action count differ from a model's
+    (a :class:`~delayzoo.agents.common.replay_files.ReplayFileError` naming the file).
+
+    :param observation_shape: the model's stacked observation shape (the env's own, inside a pending view)
+    """
+    saved_stack = int(check_array(path, arrays, "frame_stack", (), "iu"))
+    if saved_stack != frame_stack:
+        raise ReplayFileError(path, f"it stacks {saved_stack} frames, the model {frame_stack}")
+    if len(check_array(path, arrays, "lengths", None, "iu")) == 0:
+        return
+    frames = check_array(path, arrays, "frames", None, "iuf")
+    policies = check_array(path, arrays, "policies", None, "f")
+    stacked = (saved_stack * frames.shape[1], *frames.shape[2:]) if frames.ndim >= 2 else frames.shape
+    if stacked != tuple(observation_shape):
+        raise ReplayFileError(path, f"it holds observations of shape {stacked}, the model takes {observation_shape}")
+    if policies.ndim != 2 or policies.shape[1] != num_actions:
+        width = policies.shape[1] if policies.ndim == 2 else policies.shape
+        raise ReplayFileError(path, f"it holds policies over {width} actions, the model has {num_actions}")

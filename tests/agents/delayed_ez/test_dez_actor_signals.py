@@ -38,8 +38,9 @@ class SayWhenActing(BaseCallback):
             print("acting", *pids, flush=True)
         return True
 
-model = DelayedEZ("MlpPolicy", "CartPole-v1", self_play_actors=1, reanalysis_actors=1, learning_starts=50,
-                  batch_size=8, num_simulations=2, segment_length=20, buffer_size=5000, seed=0,
+model = DelayedEZ("MlpPolicy", "CartPole-v1", actor_kwargs=dict(self_play_actors=1, reanalysis_actors=1),
+                  learning_starts=50, batch_size=8, num_simulations=2, replay_buffer_kwargs=dict(segment_length=20),
+                  buffer_size=5000, seed=0,
                   policy_kwargs=dict(net_kwargs=TINY_MLP))
 model.learn(10**7, callback=SayWhenActing())
 """

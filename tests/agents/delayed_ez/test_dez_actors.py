@@ -23,10 +23,12 @@ from tests.agents.delayed_ez.conftest import TINY_MLP
 
 ray = pytest.importorskip("ray")
 
-ACTORS = dict(self_play_actors=2, reanalysis_actors=1, envs_per_actor=2)
+ACTORS = dict(
+    actor_kwargs=dict(self_play_actors=2, reanalysis_actors=1, envs_per_actor=2, self_play_update_interval=10)
+)
 SETTINGS = dict(
-    learning_starts=100, batch_size=16, num_simulations=4, segment_length=20, reanalyze_ratio=0.5,
-    lr_warmup_steps=0, target_update_interval=20, self_play_update_interval=10, buffer_size=5000, seed=0,
+    learning_starts=100, batch_size=16, num_simulations=4, replay_buffer_kwargs=dict(segment_length=20),
+    reanalyze_ratio=0.5, lr_warmup_steps=0, target_update_interval=20, buffer_size=5000, seed=0,
     policy_kwargs=dict(net_kwargs=TINY_MLP),
 )
 RATIO = 1 / (1 * 2 * 2)  # gradient_steps / (train_freq * self_play_actors * envs_per_actor)
@@ -88,9 +90,11 @@ def test_a_thousand_steps_on_actors_store_every_step_once_at_the_configured_repl
 def test_a_model_trained_with_actors_loads_and_trains_in_process_and_back(trained, local_ray):
     _, folder, _ = trained
     plain = DelayedEZ.load(folder / "model.zip", env=make_env())
-    assert plain.self_play_actors == 0 and plain.reanalysis_actors == 0  # run settings are not saved
+    assert plain.actor_kwargs == {} and not plain.actor_config.active  # run settings are not saved
     plain.learn(30, reset_num_timesteps=False)
-    distributed = DelayedEZ.load(folder / "model.zip", env=make_env, self_play_actors=1, envs_per_actor=2)
+    distributed = DelayedEZ.load(
+        folder / "model.zip", env=make_env, actor_kwargs=dict(self_play_actors=1, envs_per_actor=2)
+    )
     before = distributed.num_timesteps
     distributed.learn(200, reset_num_timesteps=False)
     assert distributed.num_timesteps >= before + 200 and distributed._actors is None
@@ -131,7 +135,8 @@ class _Broken(gym.Wrapper):
 
 def test_an_actor_that_keeps_failing_stops_learn_with_its_traceback(local_ray):
     model = DelayedEZ(
-        "MultiInputPolicy", lambda: _Broken(make_env()), self_play_actors=1, actor_max_restarts=1, **SETTINGS
+        "MultiInputPolicy", lambda: _Broken(make_env()), actor_kwargs=dict(self_play_actors=1, actor_max_restarts=1),
+        **SETTINGS
     )
     with pytest.raises(RuntimeError, match="SelfPlayActor 0 failed 2 times") as failure:
         model.learn(300)
@@ -141,7 +146,8 @@ def test_an_actor_that_keeps_failing_stops_learn_with_its_traceback(local_ray):
 
 def test_actors_that_cannot_be_placed_stop_learn_naming_the_resources(local_ray):
     model = DelayedEZ(
-        "MultiInputPolicy", make_env, self_play_actors=1, self_play_resources={"num_cpus": 64}, placement_timeout=1,
+        "MultiInputPolicy", make_env,
+        actor_kwargs=dict(self_play_actors=1, self_play_resources={"num_cpus": 64}, placement_timeout=1),
         **SETTINGS,
     )
     with pytest.raises(RuntimeError, match=r"1 of 1 SelfPlayActors could not be placed within 1 s.*'num_cpus': 64"):
@@ -150,10 +156,10 @@ def test_actors_that_cannot_be_placed_stop_learn_naming_the_resources(local_ray)
 
 def test_an_env_the_actors_cannot_rebuild_is_a_value_error_saying_what_to_pass():
     with pytest.raises(ValueError, match="pass an env id string or a picklable function that returns a new env"):
-        DelayedEZ("MultiInputPolicy", DummyVecEnv([make_env]), self_play_actors=1, **SETTINGS)
+        DelayedEZ("MultiInputPolicy", DummyVecEnv([make_env]), actor_kwargs=dict(self_play_actors=1), **SETTINGS)
     with pytest.raises(ValueError, match="cannot be rebuilt in another process"):  # its spec has no kwargs for it
-        DelayedEZ("MlpPolicy", _Broken(gym.make("CartPole-v1")), self_play_actors=1, **SETTINGS)
-    model = DelayedEZ("MlpPolicy", "CartPole-v1", self_play_actors=1, **SETTINGS)
+        DelayedEZ("MlpPolicy", _Broken(gym.make("CartPole-v1")), actor_kwargs=dict(self_play_actors=1), **SETTINGS)
+    model = DelayedEZ("MlpPolicy", "CartPole-v1", actor_kwargs=dict(self_play_actors=1), **SETTINGS)
     assert model.observation_space.shape == (4,)
     rebuilt = actor_env_factory(make_env())()  # the delay wrappers record their settings in the env's spec
     assert str(rebuilt) == str(make_env()) and rebuilt.spec.additional_wrappers[0].kwargs["delay"].max_delay == 3
@@ -162,5 +168,5 @@ def test_an_env_the_actors_cannot_rebuild_is_a_value_error_saying_what_to_pass()
 def test_without_ray_asking_for_actors_is_an_import_error_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(ImportError, match=r'pip install "delayzoo\[ray\]"'):
-        DelayedEZ("MultiInputPolicy", make_env, self_play_actors=2, **SETTINGS)
+        DelayedEZ("MultiInputPolicy", make_env, actor_kwargs=dict(self_play_actors=2), **SETTINGS)
     DelayedEZ("MultiInputPolicy", make_env(), **SETTINGS).learn(20)  # nothing else needs Ray

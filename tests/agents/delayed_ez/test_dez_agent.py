@@ -11,10 +11,12 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 from delayzoo.agents.delayed_ez.losses import random_intensity, random_shift
+from delayzoo.agents.delayed_ez.update import learning_rate
 from delayzoo.wrappers import ConstantDelay, ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 from delayzoo.wrappers.atari import FrameStack
 
-FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=10,
+FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, replay_buffer_kwargs=dict(segment_length=8),
+            lr_warmup_steps=10,
             reanalyze_ratio=0.5, target_update_interval=5, seed=0)
 
 
@@ -74,7 +76,8 @@ def test_updates_change_the_weights_and_refresh_the_target_network(tiny_mlp, toy
 def test_replay_stores_executed_actions_with_the_forward_model_and_decided_ones_without(tiny_mlp, toy, forward_model):
     env = _delayed(toy("vector", episode_length=10), ConstantDelay(2))
     model = _agent(
-        "MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50, forward_model=forward_model
+        "MultiInputPolicy", env, tiny_mlp, learning_starts=1000, replay_buffer_kwargs=dict(segment_length=50),
+        forward_model=forward_model,
     )
     assert model.replay_actions == ("executed" if forward_model else "decided")
     decided = []
@@ -99,7 +102,8 @@ def test_replay_stores_executed_actions_with_the_forward_model_and_decided_ones_
 
 def test_forecast_searches_can_be_left_out_of_the_policy_targets(tiny_mlp, toy):
     env = _delayed(toy("vector", episode_length=10), ConstantDelay(2))
-    model = _agent("MultiInputPolicy", env, tiny_mlp, learning_starts=1000, segment_length=50,
+    model = _agent("MultiInputPolicy", env, tiny_mlp, learning_starts=1000,
+                   replay_buffer_kwargs=dict(segment_length=50),
                    forecast_policy="reanalyse")
     model.learn(10)
     # every search was rooted at a forecast: its visits only picked the action
@@ -122,7 +126,7 @@ def test_unknown_forecast_policy_is_named(tiny_mlp, toy):
 
 def test_executed_actions_can_train_the_oblivious_baseline(tiny_mlp, toy):
     model = _agent("MultiInputPolicy", _delayed(toy("vector"), ConstantDelay(2)), tiny_mlp, forward_model=False,
-                   replay_actions="executed", learning_starts=1000, segment_length=50)
+                   replay_actions="executed", learning_starts=1000, replay_buffer_kwargs=dict(segment_length=50))
     model.learn(15)
     np.testing.assert_array_equal(model.replay_buffer.segments()[0].actions[:2], [0, 0])
 
@@ -147,13 +151,9 @@ def test_rewards_are_clipped_for_learning_but_scores_stay_raw(tiny_mlp, toy):
     assert set(np.concatenate([g.rewards for g in bounded.replay_buffer.segments()])) <= {-2.0, 3.0}
 
 
-def test_learning_rate_warms_up_then_decays_stepwise(tiny_mlp, toy):
-    model = _agent("MlpPolicy", toy("vector"), tiny_mlp, learning_rate=0.2, lr_warmup_steps=10, lr_decay_steps=100,
-                   lr_decay_rate=0.1)
-    rates = {}
-    for n in (0, 4, 9, 10, 109, 110, 210):
-        model._n_updates = n
-        rates[n] = model._learning_rate_now()
+def test_learning_rate_warms_up_then_decays_stepwise():
+    rates = {n: learning_rate(0.2, n, warmup_steps=10, decay_steps=100, decay_rate=0.1)
+             for n in (0, 4, 9, 10, 109, 110, 210)}
     assert rates[0] == pytest.approx(0.02) and rates[4] == pytest.approx(0.1) and rates[9] == pytest.approx(0.2)
     assert rates[10] == rates[109] == pytest.approx(0.2)
     assert rates[110] == pytest.approx(0.02) and rates[210] == pytest.approx(0.002)
@@ -329,12 +329,12 @@ def test_prefetching_the_next_round_in_a_thread_stays_reproducible(tiny_mlp, toy
     for _ in range(2):
         model = _agent("MlpPolicy", toy("vector"), tiny_mlp, gradient_steps=2, prefetch=True)
         model.learn(30)
-        assert model._prefetched is None  # no thread outlives learn
+        assert model._round_targets.pending is None  # no thread outlives learn
         runs.append(model.policy.network.state_dict())
     for key, value in runs[0].items():
         torch.testing.assert_close(runs[1][key], value)
     model.train(2, 4)
-    assert model._prefetched is not None and len(model._prefetched.batches) == 2
+    assert model._round_targets.pending is not None and len(model._round_targets.pending.batches) == 2
     model.train(2, 4)  # uses the prefetched batches
     assert model._n_updates == 2 * (30 - 16) + 4
 
@@ -342,7 +342,8 @@ def test_prefetching_the_next_round_in_a_thread_stays_reproducible(tiny_mlp, toy
 def test_saved_replay_buffer_keeps_the_running_episodes_and_loading_checks_the_shapes(
     tmp_path, tiny_mlp, tiny_conv, toy
 ):
-    model = _agent("MlpPolicy", toy("vector", episode_length=50), tiny_mlp, learning_starts=1000, segment_length=40)
+    model = _agent("MlpPolicy", toy("vector", episode_length=50), tiny_mlp, learning_starts=1000,
+                   replay_buffer_kwargs=dict(segment_length=40))
     model.learn(10)
     assert len(model.replay_buffer) == 0  # no segment finished yet
     model.save_replay_buffer(tmp_path / "buffer.npz")
@@ -355,7 +356,8 @@ def test_saved_replay_buffer_keeps_the_running_episodes_and_loading_checks_the_s
 
 
 def test_a_saved_buffer_whose_lengths_claim_more_than_its_arrays_hold_is_refused(tmp_path, tiny_mlp, toy):
-    model = _agent("MlpPolicy", toy("vector", episode_length=6), tiny_mlp, learning_starts=1000, segment_length=4)
+    model = _agent("MlpPolicy", toy("vector", episode_length=6), tiny_mlp, learning_starts=1000,
+                   replay_buffer_kwargs=dict(segment_length=4))
     model.learn(20)
     model.save_replay_buffer(tmp_path / "buffer.npz")
     with np.load(tmp_path / "buffer.npz") as data:

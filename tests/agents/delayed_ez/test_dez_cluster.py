@@ -73,8 +73,9 @@ ray.init(address="{address}", logging_level="ERROR", log_to_driver=False)
 assert sum(node["Alive"] for node in ray.nodes()) == 2
 make = lambda: PendingActionsObservation(ExecutionDelay(gym.make("CartPole-v1"), RandomWalkDelay(2)))
 net = dict(latent_dim=8, hidden=(16,), head_hidden=(8,), lstm_hidden_size=8, proj_hidden=8, proj_out=8, pred_hidden=4)
-model = DelayedEZ("MultiInputPolicy", make, self_play_actors=2, reanalysis_actors=1, envs_per_actor=2,
-                  ray_address="{address}", learning_starts=60, batch_size=8, num_simulations=3, segment_length=10,
+model = DelayedEZ("MultiInputPolicy", make, learning_starts=60, batch_size=8, num_simulations=3,
+                  actor_kwargs=dict(self_play_actors=2, reanalysis_actors=1, envs_per_actor=2, ray_address="{address}"),
+                  replay_buffer_kwargs=dict(segment_length=10),
                   policy_kwargs=dict(net_kwargs=net), seed=0)
 model.learn(300)
 assert model.num_timesteps >= 300 and len(model.replay_buffer) == model.num_timesteps and model._n_updates > 0

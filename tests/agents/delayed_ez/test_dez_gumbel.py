@@ -14,7 +14,8 @@ from delayzoo.agents.delayed_ez.policies import MlpPolicy
 from delayzoo.agents.delayed_ez.reanalysis import compute_targets
 from delayzoo.ctree import ptree
 
-FAST = dict(learning_starts=16, batch_size=4, num_simulations=4, segment_length=8, lr_warmup_steps=10,
+FAST = dict(learning_starts=16, batch_size=4, num_simulations=4, replay_buffer_kwargs=dict(segment_length=8),
+            lr_warmup_steps=10,
             reanalyze_ratio=1.0, target_update_interval=5, seed=0)
 GUMBEL = dict(method="gumbel", num_considered_actions=4, gumbel_scale=0.5, c_visit=30.0, c_scale=0.2,
               q_normalization="parent_siblings")

@@ -33,13 +33,14 @@ def _make_env() -> gym.Env:
 def _train_and_evaluate(forward_model: bool, seed: int, actors: bool = False) -> float:
     if actors:  # one self-play actor with the same 8 envs, one reanalysis actor: the same replay ratio
         env: object = _make_env
-        distributed = dict(self_play_actors=1, reanalysis_actors=1, envs_per_actor=8)
+        distributed = dict(actor_kwargs=dict(self_play_actors=1, reanalysis_actors=1, envs_per_actor=8))
     else:
         env, distributed = DummyVecEnv([_make_env] * 8), {}
     model = DelayedEZ(
         "MultiInputPolicy", env, **distributed, learning_rate=1e-3, lr_warmup_steps=0, learning_starts=800,
         batch_size=64, num_simulations=16, reanalyze_ratio=0.25, gradient_steps=2, target_update_interval=100,
-        auto_td_period=None, segment_length=100, visit_temperature=0.5, forward_model=forward_model, seed=seed,
+        auto_td_period=None, replay_buffer_kwargs=dict(segment_length=100), search_kwargs=dict(visit_temperature=0.5),
+        forward_model=forward_model, seed=seed,
         policy_kwargs=dict(net_kwargs=NET, optimizer_class=torch.optim.Adam, optimizer_kwargs=dict(weight_decay=1e-4)),
     )
     model.learn(STEPS)

@@ -10,7 +10,8 @@ from delayzoo.agents.common.precision import autocast_dtype
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
-FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=10,
+FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, replay_buffer_kwargs=dict(segment_length=8),
+            lr_warmup_steps=10,
             prefetch=False, seed=0)
 
 
@@ -46,7 +47,7 @@ def test_updates_acting_and_reanalysis_run_under_the_autocast_and_the_rest_stays
 
     target.clear()
     batch = model.replay_buffer.sample(4, model.target_config, model._rng, 1.0)
-    (values, policies, mask), = model._targets([batch])
+    (values, policies, mask), = model._reanalysis().targets([batch], model._rng)
     assert set(target) == {dtype}
     assert values.dtype == policies.dtype == torch.float32 and torch.isfinite(values).all()
     for network in (model.policy.network, model.policy.target_network):

@@ -11,13 +11,21 @@ import psutil
 import pytest
 import torch
 
-from delayzoo.agents.delayed_ez.actors import ReanalysisActor, actor_settings
+from delayzoo.agents.delayed_ez.actors import ReanalysisActor
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
-from delayzoo.agents.delayed_ez.reanalysis import ProcessPrefetch, ReanalysisWorker, batch_stacks, compute_targets
+from delayzoo.agents.delayed_ez.reanalysis import (
+    ProcessPrefetch,
+    Reanalysis,
+    ReanalysisConfig,
+    ReanalysisWorker,
+    batch_stacks,
+    compute_targets,
+)
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 
 # 48 updates per run, the last target refresh before the end (a stale worker would show after set_parameters)
-FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, segment_length=8, lr_warmup_steps=10,
+FAST = dict(learning_starts=16, batch_size=4, num_simulations=3, replay_buffer_kwargs=dict(segment_length=8),
+            lr_warmup_steps=10,
             reanalyze_ratio=0.5, target_update_interval=5, gradient_steps=2, seed=0)
 
 
@@ -34,11 +42,11 @@ def test_reanalysis_in_a_worker_process_trains_exactly_like_the_prefetch_thread(
     tiny = tiny_mlp if kind == "vector" else tiny_conv
     thread, process = (_trained(kind, tiny, toy, prefetch) for prefetch in (True, "process"))
     assert thread._n_updates == process._n_updates == 2 * (40 - 16) > 3 * FAST["target_update_interval"]
-    assert process._prefetched is None  # nothing is left running after learn
+    assert process._round_targets.pending is None  # nothing is left running after learn
     for name, value in thread.policy.network.state_dict().items():
         assert torch.equal(process.policy.network.state_dict()[name], value), name
     assert process._rng.bit_generator.state == thread._rng.bit_generator.state
-    assert process._worker is not None and process._worker.cpu_seconds > 0
+    assert process._round_targets.worker is not None and process._round_targets.worker.cpu_seconds > 0
     unprefetched = _trained(kind, tiny, toy, False)  # the test can tell runs apart: a different sampling order
     assert not torch.equal(unprefetched.policy.network.state_dict()[name], value)
 
@@ -62,8 +70,8 @@ class _FailingSearch:
 def test_an_error_in_the_worker_is_raised_in_the_training_process_and_the_worker_stops_with_its_owner(tiny_mlp, toy):
     model = _trained("vector", tiny_mlp, toy, False)
     batches = [model.replay_buffer.sample(4, model.target_config, model._rng, 1.0)]
-    settings = dict(frame_stack=1, reanalyze_ratio=1.0, chunk=None)
-    worker = ReanalysisWorker(model.policy.target_network, _FailingSearch(), settings)
+    config = ReanalysisConfig(frame_stack=1, reanalyze_ratio=1.0)
+    worker = ReanalysisWorker(Reanalysis(model.policy.target_network, _FailingSearch(), config, model.device))
     prefetch = ProcessPrefetch(batches, worker, model._rng, None, torch.device("cpu"))
     with pytest.raises(RuntimeError, match="search failed in the worker"):
         prefetch.result()
@@ -79,9 +87,9 @@ def test_a_process_prefetch_model_saves_loads_and_keeps_its_mode(tmp_path, tiny_
     model = _trained("vector", tiny_mlp, toy, "process")
     model.save(tmp_path / "model")
     loaded = DelayedEZ.load(tmp_path / "model", env=model.env)
-    assert loaded.prefetch == "process" and loaded._worker is None  # started at its first update
+    assert loaded.prefetch == "process" and loaded._round_targets.worker is None  # started at its first update
     loaded.learn(20)
-    assert loaded._worker is not None and loaded._n_updates == model._n_updates + 2 * (20 - 16)
+    assert loaded._round_targets.worker is not None and loaded._n_updates == model._n_updates + 2 * (20 - 16)
 
 
 @pytest.mark.parametrize("value", ["thread", "proc", 1, None])
@@ -92,7 +100,7 @@ def test_bad_prefetch_values_are_named(value, tiny_mlp, toy):
 
 def test_the_worker_leaves_ctrl_c_to_the_training_process_and_ends_quietly_on_sigterm(tiny_mlp, toy):
     model = _trained("vector", tiny_mlp, toy, "process")
-    process = model._worker._process
+    process = model._round_targets.worker._process
     os.kill(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
     model.learn(4, reset_num_timesteps=False)  # the worker still answers
     assert process.is_alive()
@@ -148,7 +156,7 @@ def test_root_value_targets_bootstrap_from_a_search_at_the_bootstrap_observation
 def test_root_values_and_mixed_precision_reach_the_worker_process(tiny_mlp, toy):
     settings = dict(steps=28, use_root_value=True, mixed_precision=True)
     thread, process = (_trained("vector", tiny_mlp, toy, prefetch, **settings) for prefetch in (True, "process"))
-    assert process._n_updates == 2 * (28 - 16) and process._worker is not None
+    assert process._n_updates == 2 * (28 - 16) and process._round_targets.worker is not None
     for name, value in thread.policy.network.state_dict().items():
         assert torch.equal(process.policy.network.state_dict()[name], value), name
     predicted = _trained("vector", tiny_mlp, toy, "process", steps=28, mixed_precision=True)
@@ -157,14 +165,15 @@ def test_root_values_and_mixed_precision_reach_the_worker_process(tiny_mlp, toy)
 
 def test_a_reanalysis_actor_computes_the_learners_targets_with_its_settings(tiny_mlp, toy):
     model = _trained("vector", tiny_mlp, toy, False, steps=20, use_root_value=True, mixed_precision=True)
-    actor = ReanalysisActor(0, actor_settings(model), (model.observation_space, model.action_space), seed=0)
-    assert actor.model.policy.mixed_precision is True and actor.model.target_config.use_root_value
-    actor.model.policy.target_network.load_state_dict(model.policy.target_network.state_dict())
+    actor = ReanalysisActor(0, model.actor_parts(), (model.observation_space, model.action_space), seed=0)
+    assert actor.reanalysis.config.mixed_precision is True and actor.reanalysis.config.use_root_value
+    actor.reanalysis.target_network.load_state_dict(model.policy.target_network.state_dict())
     actor.version = 0  # the weights are there: no fetch from Ray
-    actor.model._rng.bit_generator.state = model._rng.bit_generator.state
+    actor.rng.bit_generator.state = model._rng.bit_generator.state
     batches = [model.replay_buffer.sample(4, model.target_config, model._rng, 1.0)]
     arrays, _ = actor.targets(batches, 0, [])
-    for got, expected in zip(arrays[0], model._targets(batches)[0]):
+    expected_targets = model._reanalysis().targets(batches, model._rng)
+    for got, expected in zip(arrays[0], expected_targets[0]):
         np.testing.assert_array_equal(got, expected.numpy())
 
 
@@ -177,7 +186,7 @@ from delayzoo.agents.delayed_ez.reanalysis import ReanalysisWorker
 from tests.agents.delayed_ez.conftest import TINY_MLP
 model = DelayedEZ("MlpPolicy", "CartPole-v1", policy_kwargs=dict(net_kwargs=TINY_MLP), prefetch="process")
 workers = []
-start = lambda: workers.append(ReanalysisWorker(model.policy.target_network, model.policy.mcts, {}))
+start = lambda: workers.append(ReanalysisWorker(model._reanalysis()))
 if sys.argv[1] == "main":
     start()
 else:  # the starting thread ends long before the training process
