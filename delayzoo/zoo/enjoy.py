@@ -29,9 +29,11 @@ import numpy as np
 
 from delayzoo.zoo.algos import load_algorithm
 from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError, check_device_flag, set_threads_flag
-from delayzoo.zoo.eval import load_for_acting, make_eval_env
+from delayzoo.zoo.errors import ZooError, run_command
+from delayzoo.zoo.eval import load_for_acting
+from delayzoo.zoo.flags import check_device_flag, set_threads_flag
 from delayzoo.zoo.runs import Run, select_run
+from delayzoo.zoo.vec_envs import make_eval_env
 
 __all__ = ["enjoy", "main", "model_path", "parser"]
 
@@ -155,7 +157,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     :param prog: the program name shown in help and errors
     :param record: record a video instead of showing the env
     """
-    try:
+    def work() -> None:
         args = parser(prog, record).parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.n_timesteps < 1 or args.n_envs < 1:
             raise ZooError(f"-n and --n-envs must be >= 1, got -n {args.n_timesteps} --n-envs {args.n_envs}")
@@ -178,12 +180,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
             print(f"{len(scores)} episodes, mean score {np.mean(scores):.2f} +/- {np.std(scores):.2f}")
         if video_folder is not None:
             print(f"Video saved in {video_folder}")
-    except ZooError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+
+    return run_command(prog, work)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,15 @@
-"""The error the zoo's command lines turn into exit code 2."""
+"""How the zoo's commands end: bad input (a :class:`ZooError`) is one line and exit code 2, everywhere.
+
+Every command's ``main`` runs its work through :func:`run_command`. This module imports neither torch nor
+Stable-Baselines3.
+"""
 
 from __future__ import annotations
 
-__all__ = ["ZooError", "check_device_flag", "check_threads_flag", "one_line", "set_threads_flag"]
+import sys
+from collections.abc import Callable
+
+__all__ = ["ZooError", "one_line", "run_command"]
 
 
 class ZooError(ValueError):
@@ -17,29 +24,18 @@ def one_line(error: BaseException) -> str:
     return " ".join(str(error).split())
 
 
-def check_device_flag(device: str) -> None:
-    """A :class:`ZooError` for a ``--device`` naming a CUDA device torch does not see, where SB3 would train on
-    the CPU without a word (:func:`~delayzoo.agents.common.checks.check_device`)."""
-    from delayzoo.agents.common.checks import check_device  # torch: only for the commands that have --device
-
+def run_command(prog: str, work: Callable[[], int | None]) -> int:
+    """Run a command's ``work`` and return its exit code: the code it returns (``None``: 0); 2 for bad input, a
+    :class:`ZooError` printed as one line ``<prog>: error: <message>`` (argparse prints its usage lines first
+    and exits 2 by itself); the code of a ``SystemExit`` (``None``: 0; a message is printed, and the code is 1).
+    """
     try:
-        check_device(device, "--device")
-    except ValueError as error:
-        raise ZooError(str(error)) from None
-
-
-def check_threads_flag(threads: int) -> None:
-    """A :class:`ZooError` for a ``--num-threads`` other than -1 (torch's default) or a count >= 1."""
-    if threads != -1 and threads < 1:
-        raise ZooError(f"--num-threads must be >= 1 (or -1: torch's default), got {threads}")
-
-
-def set_threads_flag(threads: int) -> None:
-    """Apply a checked ``--num-threads``: torch's thread count when >= 1 (torch's own choice at -1). One thread is
-    what a busy or small machine wants: torch's default runs a thread per core, each waiting for the others."""
-    check_threads_flag(threads)
-    if threads == -1:
-        return
-    import torch  # only for the commands that run models
-
-    torch.set_num_threads(threads)
+        return work() or 0
+    except ZooError as error:
+        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
+        return 2
+    except SystemExit as exit_:
+        if exit_.code is None or isinstance(exit_.code, int):
+            return exit_.code or 0
+        print(exit_.code, file=sys.stderr)
+        return 1

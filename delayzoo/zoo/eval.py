@@ -24,79 +24,30 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-import gymnasium as gym
 import numpy as np
-from rl_zoo3.utils import get_wrapper_class
 from stable_baselines3.common.base_class import BaseAlgorithm
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecNormalize
+from stable_baselines3.common.vec_env import VecEnv
 
 from delayzoo.agents.common.plain_save import NotAModelFileError, PlainSaveMixin
 from delayzoo.zoo.algos import load_algorithm
-from delayzoo.zoo.checkpoints import load_normalization
 from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
-from delayzoo.zoo.errors import ZooError, check_device_flag, one_line, set_threads_flag
-from delayzoo.zoo.exp_manager import make_ranked_env, split_frame_stack, stack_and_transpose
+from delayzoo.zoo.errors import ZooError, run_command
+from delayzoo.zoo.flags import check_device_flag, set_threads_flag
 from delayzoo.zoo.runs import Run, find_runs, select_run
 from delayzoo.zoo.sb3_files import load_sb3_model
 from delayzoo.zoo.scores import atari_game, human_normalized
-from delayzoo.zoo.trust import check_names, parse_kwargs
+from delayzoo.zoo.trust import parse_kwargs
+from delayzoo.zoo.vec_envs import make_eval_env
 
-__all__ = ["Actor", "evaluate_model", "evaluate_run", "load_for_acting", "main", "make_eval_env"]
+__all__ = ["Actor", "evaluate_model", "evaluate_run", "load_for_acting", "main"]
 
 _LOAD_WITHOUT_UNPICKLING = {"learning_rate": 0.0, "lr_schedule": lambda _: 0.0, "clip_range": lambda _: 0.0}
 """Saved training schedules of Stable-Baselines3 models are replaced instead of unpickled: evaluation
 does not need them (our agents' files hold no pickles and are loaded as they are)."""
-
-
-def make_eval_env(
-    run: Run, n_envs: int = 1, render_mode: str | None = None, trust_run_files: bool = False
-) -> VecEnv:
-    """The run's env, rebuilt as it was trained, without monitor files and with frozen normalisation.
-
-    :param run: the run
-    :param n_envs: envs side by side
-    :param render_mode: ``"human"`` or ``"rgb_array"`` to render (``enjoy``, ``record_video``), ``None``: no rendering
-    :param trust_run_files: import any ``env_wrapper`` name of ``config.yml`` and unpickle a
-        ``vecnormalize.pkl`` (otherwise: names under the zoo's allow-list only, ``.npz`` statistics only)
-    """
-    wrappers = run.env_wrappers()  # the zoo's own replay entry (for rl_zoo3's tools) is left out
-    check_names({**run.config, "env_wrapper": wrappers}, str(run.params_path / "config.yml"), trust_run_files)
-    wrapper = get_wrapper_class({"env_wrapper": wrappers})
-    frame_stack, env_kwargs = split_frame_stack(run.env_id, run.config.get("frame_stack"), run.env_kwargs())
-    if render_mode is not None:
-        env_kwargs = {**env_kwargs, "render_mode": render_mode}
-    makers: list[Callable[[], gym.Env]] = [
-        partial(
-            make_ranked_env,
-            run.env_id,
-            run.delay_settings(),
-            None,
-            bool(run.args.get("pixels", False)),
-            wrapper,
-            dict(env_kwargs),
-            None,
-        )
-        for _ in range(n_envs)
-    ]
-    env: VecEnv = DummyVecEnv(makers)
-    statistics, pickled = run.params_path / "vecnormalize.npz", run.params_path / "vecnormalize.pkl"
-    if statistics.is_file():
-        env = load_normalization(statistics, env, training=False)
-    elif pickled.is_file():
-        if not trust_run_files:
-            env.close()
-            raise ZooError(
-                f"{pickled} is a pickle, and loading it could run code; pass --trust-run-files if you trust this run"
-            )
-        env = VecNormalize.load(str(pickled), env)
-        env.training = False
-        env.norm_reward = False
-    return stack_and_transpose(env, frame_stack)
 
 
 def load_for_acting(
@@ -279,7 +230,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     :param argv: the arguments (default: ``sys.argv[1:]``)
     :param prog: the program name shown in help and errors
     """
-    try:
+    def work() -> None:
         args = parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.n_episodes < 1 or args.n_envs < 1:
             raise ZooError(f"-n and --n-envs must be >= 1, got -n {args.n_episodes} --n-envs {args.n_envs}")
@@ -301,12 +252,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
             )
             print(_report(run, rows))
             print(f"Wrote {output}")
-    except ZooError as error:
-        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+
+    return run_command(prog, work)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
 - an algorithm with a ``delay_mode`` argument (PWM) runs in ``"forecast"`` mode with the pending view
   and ``"oblivious"`` without, unless the entry or ``-params`` sets it; config.yml records it;
 - envs are built by :func:`delayzoo.zoo.envs.make_zoo_env` (statistics at the base, delay on top);
-  ``config.yml`` lists :mod:`delayzoo.zoo.replay`'s entry first under ``env_wrapper``, so rl_zoo3's
+  ``config.yml`` lists :mod:`delayzoo.zoo.rl_zoo3_wrappers`'s entry first under ``env_wrapper``, so rl_zoo3's
   ``enjoy`` and ``record_video`` replay the run under the same delay (or refuse, for ALE and DeepMind
   Control runs);
 - every check runs before the log folder is created: hyperparameters the algorithm's constructor does
@@ -38,14 +38,12 @@ import os
 import shutil
 import warnings
 import zipfile
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from pprint import pprint
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import EnvSpec
 from rl_zoo3.callbacks import ParallelTrainCallback, SaveVecNormalizeCallback
 from rl_zoo3.exp_manager import ExperimentManager
 from rl_zoo3.utils import ALGOS
@@ -54,8 +52,7 @@ from sb3_contrib.common.vec_env import AsyncEval
 from stable_baselines3 import SAC
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback, CallbackList, CheckpointCallback, EvalCallback
-from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
-from stable_baselines3.common.vec_env import VecEnv, VecFrameStack, VecNormalize, VecTransposeImage
+from stable_baselines3.common.vec_env import VecEnv, VecNormalize
 
 from delayzoo.agents.common.evaluation import LifeLossEpisodeStarts
 from delayzoo.agents.common.plain_save import MAX_DATA_BYTES, NotAModelFileError, PlainSaveMixin
@@ -70,15 +67,17 @@ from delayzoo.zoo.checkpoints import (
     load_normalization,
     save_normalization,
 )
-from delayzoo.zoo.envs import FLAG_FIELDS, DelaySettings, check_env_id, env_kind, make_zoo_env
+from delayzoo.zoo.delay_settings import FLAG_FIELDS, DelaySettings
+from delayzoo.zoo.envs import check_env_id, env_kind
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import find_entry
-from delayzoo.zoo.replay import replay_entry
+from delayzoo.zoo.rl_zoo3_wrappers import replay_entry
 from delayzoo.zoo.runs import is_plain_data, read_run_yaml
 from delayzoo.zoo.sb3_files import load_sb3_model
 from delayzoo.zoo.trust import parse_kwargs, safe_hyperparams
+from delayzoo.zoo.vec_envs import make_ranked_env, split_frame_stack, stack_and_transpose
 
-__all__ = ["DelayExperimentManager", "ZooOptions", "make_ranked_env", "split_frame_stack", "stack_and_transpose"]
+__all__ = ["DelayExperimentManager", "ZooOptions"]
 
 SET_BY_THE_ZOO = {
     "env": "--env",
@@ -112,55 +111,6 @@ class ZooOptions:
     trust_run_files: bool = False
     address: str | None = None
     typed_params: dict[str, str] = dataclasses.field(default_factory=dict)
-
-
-def make_ranked_env(
-    env_id: str | EnvSpec,
-    delay: DelaySettings,
-    monitor_file: str | None,
-    pixels: bool,
-    wrapper: Callable[[gym.Env], gym.Env] | None,
-    env_kwargs: dict[str, Any],
-    action_seed: int | None,
-    monitor_kwargs: dict[str, Any] | None = None,
-) -> gym.Env:
-    """One env of a vector env: :func:`make_zoo_env`, its action space seeded, the YAML's ``env_wrapper`` on top."""
-    env = make_zoo_env(
-        env_id, delay, monitor_file=monitor_file, pixels=pixels, monitor_kwargs=monitor_kwargs, **env_kwargs
-    )
-    if action_seed is not None:
-        env.action_space.seed(action_seed)
-    return env if wrapper is None else wrapper(env)
-
-
-def split_frame_stack(
-    env_id: str, frame_stack: int | None, env_kwargs: dict[str, Any]
-) -> tuple[int | None, dict[str, Any]]:
-    """Where an entry's ``frame_stack`` is done: ``(frames for VecFrameStack, env kwargs)``.
-
-    Atari envs stack their frames themselves (``make_atari(frame_stack=N)``, channels-first, below the
-    pending view), so that ``--pending-view`` and the delay flags work with every algorithm; other envs
-    keep SB3's ``VecFrameStack``.
-    """
-    if frame_stack and env_kind(env_id) == "atari":
-        return None, {**env_kwargs, "frame_stack": frame_stack}
-    return frame_stack, env_kwargs
-
-
-def stack_and_transpose(env: VecEnv, frame_stack: int | None, verbose: int = 0) -> VecEnv:
-    """Stack ``frame_stack`` frames (if given) and put image channels first, as SB3's CNNs expect."""
-    if frame_stack:
-        env = VecFrameStack(env, frame_stack)
-        if verbose > 0:
-            print(f"Stacking {frame_stack} frames")
-    space = env.observation_space
-    parts = space.spaces.values() if isinstance(space, gym.spaces.Dict) else [space]
-    if any(
-        isinstance(part, gym.spaces.Box) and is_image_space(part) and not is_image_space_channels_first(part)
-        for part in parts
-    ):
-        env = VecTransposeImage(env)
-    return env
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,7 +50,7 @@ from typing import Any
 import yaml
 from huggingface_sb3 import EnvironmentName
 
-from delayzoo.zoo.envs import KINDS, PROCESSES
+from delayzoo.zoo.delay_settings import KINDS, PROCESSES
 from delayzoo.zoo.errors import ZooError
 
 __all__ = ["CELL_RECORD", "Cell", "Grid", "Variant", "load_grid", "read_cell_record", "sweep_grid"]

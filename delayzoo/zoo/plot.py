@@ -50,8 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from delayzoo.zoo.envs import TRACE
-from delayzoo.zoo.errors import ZooError, one_line
+from delayzoo.zoo.delay_settings import TRACE
+from delayzoo.zoo.errors import ZooError, run_command
 from delayzoo.zoo.grid import CELL_RECORD, load_grid, read_cell_record
 from delayzoo.zoo.random_play import read_random_play
 from delayzoo.zoo.runs import Run, find_runs, read_monitor
@@ -679,46 +679,40 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     :param argv: the arguments (default: ``sys.argv[1:]``)
     :param prog: the program name shown in help and errors
     """
-    try:
-        args = parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
-        if args.window < 1 or args.points < 1 or args.n_bootstrap < 1 or args.last < 1:
-            raise ZooError(
-                f"--window, --points, --n-bootstrap and --last must be >= 1, "
-                f"got {args.window}, {args.points}, {args.n_bootstrap}, {args.last}"
-            )
-        budgets = parse_at_steps(args.at_steps)
-        if (budgets or args.grid is not None) and not args.by_delay:
-            raise ZooError("--at-steps and --grid go with --by-delay")
-        runs = find_runs(args.log_folder, args.algos, args.envs)
-        if args.grid is not None:
-            grid = load_grid(args.grid)
-            names = {cell.name for cell in grid.cells()}
-            runs = [run for run in runs if run.path.parents[1].name in names]
-            present = {run.env_id for run in runs}
-            budgets = {**{env: steps for env, steps in grid.budgets.items() if env in present}, **budgets}
-        if not runs:
-            where = f" of the cells of {args.grid}" if args.grid is not None else ""
-            raise ZooError(
-                f"no zoo runs{where} under {args.log_folder!r} for algos {args.algos or 'any'} and envs "
-                f"{args.envs or 'any'}"
-            )
-        unknown = sorted(set(budgets) - {run.env_id for run in runs})
-        if unknown:
-            raise ZooError(f"--at-steps {', '.join(unknown)}: no runs of that env under {args.log_folder!r}")
-    except ZooError as error:
-        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
+    return run_command(prog, lambda: _plot(list(sys.argv[1:] if argv is None else argv), prog))
+
+
+def _plot(argv: list[str], prog: str) -> None:
+    args = parser(prog).parse_args(argv)
+    if args.window < 1 or args.points < 1 or args.n_bootstrap < 1 or args.last < 1:
+        raise ZooError(
+            f"--window, --points, --n-bootstrap and --last must be >= 1, "
+            f"got {args.window}, {args.points}, {args.n_bootstrap}, {args.last}"
+        )
+    budgets = parse_at_steps(args.at_steps)
+    if (budgets or args.grid is not None) and not args.by_delay:
+        raise ZooError("--at-steps and --grid go with --by-delay")
+    runs = find_runs(args.log_folder, args.algos, args.envs)
+    if args.grid is not None:
+        grid = load_grid(args.grid)
+        names = {cell.name for cell in grid.cells()}
+        runs = [run for run in runs if run.path.parents[1].name in names]
+        present = {run.env_id for run in runs}
+        budgets = {**{env: steps for env, steps in grid.budgets.items() if env in present}, **budgets}
+    if not runs:
+        where = f" of the cells of {args.grid}" if args.grid is not None else ""
+        raise ZooError(
+            f"no zoo runs{where} under {args.log_folder!r} for algos {args.algos or 'any'} and envs "
+            f"{args.envs or 'any'}"
+        )
+    unknown = sorted(set(budgets) - {run.env_id for run in runs})
+    if unknown:
+        raise ZooError(f"--at-steps {', '.join(unknown)}: no runs of that env under {args.log_folder!r}")
     output = args.output_dir or Path(args.log_folder) / "plots"
     if args.by_delay:
-        try:
-            random = read_random_play(args.log_folder)
-            _write_by_delay(runs, output, args.n_bootstrap, args.seed, args.last, budgets, random)
-        except ZooError as error:
-            print(f"{prog}: error: {error}", file=sys.stderr)
-            return 2
-        return 0
+        random = read_random_play(args.log_folder)
+        _write_by_delay(runs, output, args.n_bootstrap, args.seed, args.last, budgets, random)
+        return
     by_env: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         by_env[run.env_id].append(run)
@@ -732,7 +726,6 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         (output / "atari100k.md").write_text(table)
         print(table)
         print(f"Wrote {output / 'atari100k.md'}")
-    return 0
 
 
 if __name__ == "__main__":

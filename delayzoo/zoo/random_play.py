@@ -25,7 +25,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from delayzoo.zoo.errors import ZooError, one_line
+from delayzoo.zoo.errors import ZooError, run_command
 from delayzoo.zoo.runs import Run, find_runs
 
 __all__ = ["RANDOM_PLAY", "RandomPolicy", "main", "parser", "play", "read_random_play", "run_delay"]
@@ -59,7 +59,8 @@ class RandomPolicy:
 
 def play(run: Run, n_episodes: int = 16, seed: int = 0) -> list[float]:
     """The returns of ``n_episodes`` episodes of random play in the run's env (episode ``k`` seeded ``seed + k``)."""
-    from delayzoo.zoo.eval import evaluate_model, make_eval_env
+    from delayzoo.zoo.eval import evaluate_model
+    from delayzoo.zoo.vec_envs import make_eval_env
 
     env = make_eval_env(run)
     try:
@@ -110,7 +111,7 @@ def parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.random_play") -> int:
     """Run the command line; return the exit code (2 for bad input)."""
-    try:
+    def work() -> None:
         args = parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
         if args.n_episodes < 1:
             raise ZooError(f"-n must be >= 1, got {args.n_episodes}")
@@ -120,12 +121,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
         if not runs:
             raise ZooError(f"no zoo runs under {str(args.log_folder)!r}")
         print(f"Wrote {write_random_play(runs, args.log_folder / RANDOM_PLAY, args.n_episodes, args.seed)}")
-    except ZooError as error:
-        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
-    return 0
+
+    return run_command(prog, work)
 
 
 if __name__ == "__main__":

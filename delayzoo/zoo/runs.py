@@ -21,9 +21,9 @@ import numpy as np
 import yaml
 from huggingface_sb3 import EnvironmentName
 
-from delayzoo.zoo.envs import FLAG_FIELDS, DelaySettings
+from delayzoo.zoo.delay_settings import FLAG_FIELDS, DelaySettings
 from delayzoo.zoo.errors import ZooError
-from delayzoo.zoo.replay import is_replay_entry
+from delayzoo.zoo.rl_zoo3_wrappers import is_replay_entry
 
 __all__ = ["Run", "find_runs", "is_plain_data", "read_monitor", "read_run_yaml", "select_run"]
 
@@ -156,7 +156,7 @@ class Run:
         return sorted(found)
 
     def delay_settings(self) -> DelaySettings:
-        """The :class:`~delayzoo.zoo.envs.DelaySettings` recorded in ``args.yml`` (none for plain rl_zoo3 runs)."""
+        """The :class:`~delayzoo.zoo.delay_settings.DelaySettings` of ``args.yml`` (none for plain rl_zoo3 runs)."""
         recorded = {field: self.args.get(name) for name, field in FLAG_FIELDS.items()}
         return DelaySettings(**{field: value for field, value in recorded.items() if value is not None})
 

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from delayzoo.zoo import plot, random_play, sweep
-from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.errors import ZooError, run_command
 from delayzoo.zoo.grid import Cell, load_grid
 
 __all__ = ["GRID", "OBS_GRID", "QUICK_GRID", "check_budgets", "main", "parser", "resolve_grid"]
@@ -110,15 +110,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     :param prog: the program name shown in help and errors
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        args, extra = parser(prog).parse_known_args(argv)
-        grid = resolve_grid(args.grid) if args.grid else (QUICK_GRID if args.quick else GRID)
-        check_budgets(load_grid(grid).cells(), extra)
-    except ZooError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
+    return run_command(prog, lambda: _study(argv, prog))
+
+
+def _study(argv: list[str], prog: str) -> int:
+    args, extra = parser(prog).parse_known_args(argv)
+    grid = resolve_grid(args.grid) if args.grid else (QUICK_GRID if args.quick else GRID)
+    check_budgets(load_grid(grid).cells(), extra)
     sweep_argv = ["--grid", str(grid), "-f", str(args.log_folder), "--eval-n-episodes", str(args.eval_n_episodes)]
     code = sweep.main([*sweep_argv, "--eval-checkpoints", "all", *extra], prog=f"{prog} (sweep)")
     if code == 2 or "--dry-run" in extra or not args.log_folder.is_dir():

@@ -59,8 +59,8 @@ import yaml
 
 from delayzoo.agents.common.parent_death import set_parent_death_signal
 from delayzoo.agents.common.ray_connect import UnreachableClusterError, connect, import_ray
-from delayzoo.zoo.envs import KINDS, PROCESSES
-from delayzoo.zoo.errors import ZooError
+from delayzoo.zoo.delay_settings import KINDS, PROCESSES
+from delayzoo.zoo.errors import ZooError, run_command
 from delayzoo.zoo.grid import CELL_RECORD, Cell, load_grid, read_cell_record, sweep_grid
 from delayzoo.zoo.runs import Run, find_runs
 
@@ -158,11 +158,10 @@ def _split_params(extra: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def check_cells(cells: Sequence[Cell], extra: Sequence[str], log_folder: Path) -> None:
     """Run ``train``'s own checks (algorithm, env, delay flags, ``-i``) on every cell's command line."""
-    from delayzoo.zoo import train
+    from delayzoo.zoo.train import check_arguments
 
     for cell in cells:
-        own, rest = train.zoo_parser().parse_known_args(train_argv(cell, log_folder, extra))
-        train._check(own, train._peek_parser().parse_known_args(rest)[0])  # the checks train runs first
+        check_arguments(train_argv(cell, log_folder, extra))
 
 
 _GRID_AXES = ("algos", "envs", "delays", "seeds", "delay_process", "delay_kind", "pending_view")
@@ -689,62 +688,50 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     :param prog: the program name shown in help and errors
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    handlers: dict[int, Any] = {}
-    started = False
-    try:
-        args, extra = parser(prog).parse_known_args(argv)
-        if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
-            raise ZooError(
-                f"--cpus-per-run must be > 0 and --gpus-per-run >= 0, got {args.cpus_per_run}, {args.gpus_per_run}"
-            )
-        if args.eval_n_episodes < 1 or args.eval_n_envs < 1 or args.save_timeout <= 0:
-            raise ZooError(
-                "--eval-n-episodes, --eval-n-envs and --save-timeout must be > 0, "
-                f"got {args.eval_n_episodes}, {args.eval_n_envs}, {args.save_timeout}"
-            )
-        _check_extra(extra)
-        cells = grid_cells(args)
-        log_folder = args.log_folder.resolve()
-        check_cells(cells, extra, log_folder)
-        ray = _import_ray()
-        plans = [
-            plan_cell(cell, log_folder, _requested_steps([*cell.args, *extra]), args.eval_n_episodes) for cell in cells
-        ]
-        eval_args = [
-            "-n",
-            str(args.eval_n_episodes),
-            "--n-envs",
-            str(args.eval_n_envs),
-            "--checkpoints",
-            args.eval_checkpoints,
-        ]
-        eval_args += ["--device", "cpu"] if args.gpus_per_run == 0 else []
-        tasks = [
-            make_task(cell, log_folder, extra, plan, eval_args, args.cpus_per_run, args.gpus_per_run, args.save_timeout)
-            for cell, plan in zip(cells, plans)
-            if plan[0] != "skip"
-        ]
-        print(project_cpu(cells, plans, log_folder))
-        if args.dry_run:
-            _dry_run(cells, plans, tasks)
-            return 0
-        if tasks:
-            handlers = _catch_stop_signals()
-            started = _connect(ray, args.address, args.cpus_per_run, args.gpus_per_run)
-    except ZooError as error:
-        for number, handler in handlers.items():
-            signal.signal(number, handler)
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else 1
+    return run_command(prog, lambda: _sweep(argv, prog))
+
+
+def _sweep(argv: list[str], prog: str) -> int:
+    args, extra = parser(prog).parse_known_args(argv)
+    if args.cpus_per_run <= 0 or args.gpus_per_run < 0:
+        raise ZooError(
+            f"--cpus-per-run must be > 0 and --gpus-per-run >= 0, got {args.cpus_per_run}, {args.gpus_per_run}"
+        )
+    if args.eval_n_episodes < 1 or args.eval_n_envs < 1 or args.save_timeout <= 0:
+        raise ZooError(
+            "--eval-n-episodes, --eval-n-envs and --save-timeout must be > 0, "
+            f"got {args.eval_n_episodes}, {args.eval_n_envs}, {args.save_timeout}"
+        )
+    _check_extra(extra)
+    cells = grid_cells(args)
+    log_folder = args.log_folder.resolve()
+    check_cells(cells, extra, log_folder)
+    ray = _import_ray()
+    plans = [
+        plan_cell(cell, log_folder, _requested_steps([*cell.args, *extra]), args.eval_n_episodes) for cell in cells
+    ]
+    eval_args = ["-n", str(args.eval_n_episodes), "--n-envs", str(args.eval_n_envs), "--checkpoints",
+                 args.eval_checkpoints]
+    eval_args += ["--device", "cpu"] if args.gpus_per_run == 0 else []
+    tasks = [
+        make_task(cell, log_folder, extra, plan, eval_args, args.cpus_per_run, args.gpus_per_run, args.save_timeout)
+        for cell, plan in zip(cells, plans)
+        if plan[0] != "skip"
+    ]
+    print(project_cpu(cells, plans, log_folder))
+    if args.dry_run:
+        _dry_run(cells, plans, tasks)
+        return 0
     for cell, (action, description, _) in zip(cells, plans):
         if action == "skip":
             print(f"skipped  {cell.name}: {description}")
     if not tasks:
         print(f"Nothing to run: the {len(cells)} cell(s) are trained and evaluated.")
         return 0
+    handlers = _catch_stop_signals()
+    started = False
     try:
+        started = _connect(ray, args.address, args.cpus_per_run, args.gpus_per_run)
         for task in tasks:
             (task.folder / _RUNNING).unlink(missing_ok=True)  # left by a killed launch
         code = run_sweep(tasks, args.cpus_per_run, args.gpus_per_run, shlex.join([*shlex.split(prog), *argv]))

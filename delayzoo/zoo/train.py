@@ -53,19 +53,13 @@ from rl_zoo3.hyperparams_opt import HYPERPARAMS_SAMPLER
 
 from delayzoo.agents.common.ray_connect import check_address
 from delayzoo.zoo.algos import OUR_ALGOS, load_algorithm
-from delayzoo.zoo.envs import (
-    FLAG_FIELDS,
-    INIT_ACTIONS,
-    PROCESSES,
-    DelaySettings,
-    check_env_id,
-    env_kind,
-    import_gym_packages,
-)
-from delayzoo.zoo.errors import ZooError, check_device_flag, check_threads_flag, one_line
+from delayzoo.zoo.delay_settings import FLAG_FIELDS, INIT_ACTIONS, PROCESSES, DelaySettings
+from delayzoo.zoo.envs import check_env_id, env_kind, import_gym_packages
+from delayzoo.zoo.errors import ZooError, run_command
 from delayzoo.zoo.exp_manager import DelayExperimentManager, ZooOptions
+from delayzoo.zoo.flags import check_device_flag, check_threads_flag
 
-__all__ = ["main", "zoo_parser"]
+__all__ = ["check_arguments", "main", "zoo_parser"]
 
 def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The parser of the zoo's own flags (the rest goes to rl_zoo3's parser)."""
@@ -118,9 +112,10 @@ def zoo_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _peek_parser() -> argparse.ArgumentParser:
+def _peek_parser(prog: str | None = None) -> argparse.ArgumentParser:
     """The rl_zoo3 flags the zoo checks before handing them on (same names and defaults as rl_zoo3)."""
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    usage = f"{prog} [options] (see {prog} -h)" if prog else None
+    parser = argparse.ArgumentParser(prog=prog, usage=usage, add_help=False, allow_abbrev=False)
     parser.add_argument("--algo", default="ppo")
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("-i", "--trained-agent", default="")
@@ -142,6 +137,14 @@ def _zoo_rl_zoo3(options: ZooOptions, argv: list[str], prog: str) -> Iterator[No
         yield
     finally:
         rl_zoo3.train.ExperimentManager, sys.argv = manager, saved_argv  # type: ignore[misc]
+
+
+def check_arguments(argv: Sequence[str], prog: str | None = None) -> ZooOptions:
+    """The checks ``train`` runs on its command line before anything is made or written (algorithm, env, delay
+    flags, ``-i``, ``--address``, ...): the zoo's options, or a :class:`ZooError` naming the bad value. The sweep
+    runs them on every cell's command line before it starts one."""
+    own, rest = zoo_parser(prog).parse_known_args(list(argv))
+    return _check(own, _peek_parser(prog).parse_known_args(rest)[0])
 
 
 def _check(own: argparse.Namespace, peek: argparse.Namespace) -> ZooOptions:
@@ -180,9 +183,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
     :param prog: the program name shown in help and errors
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = zoo_parser(prog)
-    options = ZooOptions()
-    try:
+
+    def work() -> None:
+        parser = zoo_parser(prog)
         own, rest = parser.parse_known_args(argv)
         if "-h" in rest or "--help" in rest:
             parser.print_help()
@@ -190,16 +193,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m delayzoo.zoo.
             for name in OUR_ALGOS:
                 with contextlib.suppress(ZooError):
                     load_algorithm(name)
+            options = ZooOptions()
         else:
-            options = _check(own, _peek_parser().parse_known_args(rest)[0])
+            options = check_arguments(argv, prog)
         with _zoo_rl_zoo3(options, rest, prog):
             rl_zoo3.train.train()
-    except ZooError as error:
-        print(f"{prog}: error: {one_line(error)}", file=sys.stderr)
-        return 2
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    return 0
+
+    return run_command(prog, work)
 
 
 if __name__ == "__main__":

@@ -11,10 +11,10 @@ from rl_zoo3.utils import create_test_env, get_saved_hyperparams, get_wrapper_cl
 
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay, find_execution_delay
 from delayzoo.zoo import cli, enjoy, record_video, train
-from delayzoo.zoo.envs import DelaySettings
-from delayzoo.zoo.eval import make_eval_env
-from delayzoo.zoo.replay import FACTORY_ENV, NORMALIZED_RUN, REPLAY_STACK, replay_entry
+from delayzoo.zoo.delay_settings import DelaySettings
+from delayzoo.zoo.rl_zoo3_wrappers import FACTORY_ENV, NORMALIZED_RUN, REPLAY_STACK, replay_entry
 from delayzoo.zoo.runs import select_run
+from delayzoo.zoo.vec_envs import make_eval_env
 from tests.zoo.helpers import TINY_PPO, run_module
 
 DELAY = ["--delay", "2", "--delay-process", "random-walk", "--pending-view"]

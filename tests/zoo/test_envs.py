@@ -14,7 +14,8 @@ from delayzoo.wrappers import ConstantDelay, ExecutionDelay, IIDDelay, PendingAc
 from delayzoo.wrappers.life import LifeLossInfo
 from delayzoo.wrappers.monitor import EpisodeMonitor
 from delayzoo.zoo.algos import load_algorithm
-from delayzoo.zoo.envs import DelaySettings, check_env_id, env_kind, make_zoo_env
+from delayzoo.zoo.delay_settings import DelaySettings
+from delayzoo.zoo.envs import check_env_id, env_kind, make_zoo_env
 from delayzoo.zoo.errors import ZooError
 from delayzoo.zoo.hyperparams import select_entry
 from delayzoo.zoo.runs import read_run_yaml

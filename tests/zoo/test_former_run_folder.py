@@ -55,3 +55,21 @@ def test_the_old_run_resumes_from_its_flat_entry_and_records_the_groups(old_run,
     config = read_run_yaml(old_run / "delayed_ez" / "CartPole-v1_2" / "CartPole-v1" / "config.yml")
     assert config["replay_buffer_kwargs"] == {"segment_length": 8, "priority_alpha": 0.5}
     assert config["search_kwargs"] == {"visit_temperature": 0.5} and "segment_length" not in config
+
+
+def test_a_committed_benchmark_cells_hyperparameters_build_the_agent_in_the_groups():
+    """The delay benchmark's DelayedEZ cells were trained before the groups: their config.yml builds the same
+    agent, with the FutureWarning."""
+    from delayzoo.agents.delayed_ez import DelayedEZ
+    from delayzoo.zoo.trust import safe_hyperparams
+    from tests.zoo.helpers import REPO
+
+    cell = REPO / "docs/results/delay-benchmark/delayed_ez_CartPole-v1_random-walk0_seed0"
+    config = read_run_yaml(cell / "delayed_ez" / "CartPole-v1_1" / "CartPole-v1" / "config.yml")
+    settings = {key: value for key, value in config.items()
+                if key not in ("delay", "env_wrapper", "n_envs", "n_timesteps", "policy", "frame_stack")}
+    settings = safe_hyperparams(settings, "the committed cell's config.yml")
+    with pytest.warns(FutureWarning, match=r"segment_length -> replay_buffer_kwargs\['segment_length'\]"):
+        model = DelayedEZ("MlpPolicy", "CartPole-v1", device="cpu", **settings)
+    assert model.replay_config.segment_length == 100 and model.search_config.visit_temperature == 0.5
+    assert model.search_config.q_normalization == "parent_siblings"

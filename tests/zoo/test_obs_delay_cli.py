@@ -20,11 +20,12 @@ from delayzoo.wrappers import (
     find_observation_delay,
 )
 from delayzoo.zoo import plot, sweep, train
-from delayzoo.zoo.envs import DelaySettings, make_zoo_env
-from delayzoo.zoo.eval import make_eval_env
+from delayzoo.zoo.delay_settings import DelaySettings
+from delayzoo.zoo.envs import make_zoo_env
 from delayzoo.zoo.grid import Cell, load_grid
-from delayzoo.zoo.replay import REPLAY_STACK
+from delayzoo.zoo.rl_zoo3_wrappers import REPLAY_STACK
 from delayzoo.zoo.runs import select_run
+from delayzoo.zoo.vec_envs import make_eval_env
 from tests.zoo.helpers import TINY_PPO
 from tests.zoo.test_bad_input import BOUNDED
 from tests.zoo.test_plot import fake_cell

@@ -14,8 +14,8 @@ import pytest
 from stable_baselines3.common.vec_env import VecNormalize
 
 from delayzoo.zoo import cli, plot, train
-from delayzoo.zoo.eval import make_eval_env
 from delayzoo.zoo.runs import find_runs, select_run
+from delayzoo.zoo.vec_envs import make_eval_env
 from tests.zoo.helpers import REPO, saved_steps
 
 ENV = "DelayzooSuccess-v0"

@@ -115,6 +115,6 @@ def test_unknown_algorithm_exits_2_with_a_suggestion_and_writes_nothing(tmp_path
 def test_delayzoo_console_script_rejects_unknown_or_missing_commands(command, capsys):
     assert cli.main(command) == 2
     output = capsys.readouterr()
-    assert "usage: delayzoo {train,eval,plot,enjoy,record_video,sweep,study}" in output.out + output.err
+    assert "usage: delayzoo {train,eval,plot,enjoy,record_video,sweep,study,random_play}" in output.out + output.err
     if command:
         assert "unknown command 'evl'; did you mean 'eval'?" in output.err

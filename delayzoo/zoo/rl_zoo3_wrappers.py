@@ -1,5 +1,5 @@
-"""How a zoo run tells tools that replay it from its ``config.yml`` (rl_zoo3's ``enjoy`` and
-``record_video``) to rebuild its delays, or to refuse.
+"""The ``env_wrapper`` entries by which a zoo run tells rl_zoo3's own ``enjoy`` and ``record_video``, which
+replay it from its ``config.yml``, to rebuild its delays, or to refuse.
 
 rl_zoo3's tools make a run's env as ``gym.make(env id, **env_kwargs)`` -> ``Monitor`` -> the wrappers
 listed under ``env_wrapper`` in ``config.yml``. The zoo writes one more entry first in that list
@@ -25,7 +25,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from delayzoo.zoo.envs import DelaySettings, add_delay
+from delayzoo.zoo.delay_settings import DelaySettings
+from delayzoo.zoo.envs import add_delay
 
 __all__ = ["FACTORY_ENV", "NORMALIZED_RUN", "REPLAY_STACK", "is_replay_entry", "replay_entry", "replay_zoo_stack"]
 
@@ -52,7 +53,7 @@ def replay_zoo_stack(env: gym.Env, **delay: Any) -> gym.Env:
     """Put a zoo run's delays over the env a replay tool made (``Monitor(gym.make(env id))``).
 
     :param env: the env the tool made
-    :param delay: the run's :class:`~delayzoo.zoo.envs.DelaySettings` fields (``delay``, ``process``, ``p``, ...)
+    :param delay: the run's :class:`~delayzoo.zoo.delay_settings.DelaySettings` fields (``delay``, ``process``, ...)
     :return: the env under the run's delay wrappers
     """
     return add_delay(env, DelaySettings.from_dict(delay, "the env_wrapper entry of the run's config.yml"))
@@ -74,9 +75,16 @@ def replay_entry(kind: str, delay: DelaySettings, normalized: bool = False) -> d
     return {REPLAY_STACK: delay.to_record()}
 
 
+FORMER_MODULE = "delayzoo.zoo.replay"
+"""Where these entries were written from before this module had its name (runs of earlier versions name it)."""
+
+
 def is_replay_entry(wrapper: Any) -> bool:
-    """Whether an ``env_wrapper`` entry is one the zoo wrote (see the module docstring)."""
+    """Whether an ``env_wrapper`` entry is one the zoo wrote (see the module docstring), now or under
+    :data:`FORMER_MODULE`."""
     name = next(iter(wrapper)) if isinstance(wrapper, dict) and len(wrapper) == 1 else wrapper
+    if isinstance(name, str) and name.startswith(FORMER_MODULE + "."):
+        name = __name__ + name.removeprefix(FORMER_MODULE)
     return name in (REPLAY_STACK, *_REFUSALS)
 
 
