@@ -37,6 +37,7 @@ COMMANDS: dict[str, Command] = {
     "study": Command("study", "the delay benchmark: delay-aware against delay-oblivious agents (a sweep, then plots)"),
     "random_play": Command("random_play", "random play's returns at every env and delay of a study's runs"),
 }
+"""The zoo's commands, by the name ``delayzoo NAME`` takes (the module is ``delayzoo.zoo.<module>``)."""
 
 
 def usage() -> str:

@@ -28,7 +28,15 @@ import gymnasium as gym
 from delayzoo.zoo.delay_settings import DelaySettings
 from delayzoo.zoo.envs import add_delay
 
-__all__ = ["FACTORY_ENV", "NORMALIZED_RUN", "REPLAY_STACK", "is_replay_entry", "replay_entry", "replay_zoo_stack"]
+__all__ = [
+    "FACTORY_ENV",
+    "FORMER_MODULE",
+    "NORMALIZED_RUN",
+    "REPLAY_STACK",
+    "is_replay_entry",
+    "replay_entry",
+    "replay_zoo_stack",
+]
 
 REPLAY_STACK = f"{__name__}.replay_zoo_stack"
 """The ``env_wrapper`` name of :func:`replay_zoo_stack`."""
