@@ -120,15 +120,22 @@ def _normalize_latent(x: torch.Tensor) -> torch.Tensor:
     return ((flat - low) / scale).view_as(x)
 
 
-class ResidualBlock(nn.Module):
-    """Two 3x3 convs with batch norm and a skip connection; optionally changes width and stride."""
+def _norm_2d(channels: int, norm: str) -> nn.Module:
+    """The norm of a conv map (see ``HIDDEN_NORMS``): batch norm, or group norm with one group (a layer norm
+    over each sample's channels and positions)."""
+    return nn.BatchNorm2d(channels) if norm == "batch" else nn.GroupNorm(1, channels)
 
-    def __init__(self, in_channels: int, out_channels: int, stride: int = 1) -> None:
+
+class ResidualBlock(nn.Module):
+    """Two 3x3 convs, each followed by a norm (``"batch"`` or ``"layer"``), and a skip connection; optionally
+    changes width and stride."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int = 1, norm: str = "batch") -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(out_channels)
+        self.bn1 = _norm_2d(out_channels, norm)
         self.conv2 = nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.bn2 = _norm_2d(out_channels, norm)
         self.skip: nn.Module = nn.Identity()
         if stride != 1 or in_channels != out_channels:
             self.skip = nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
@@ -142,17 +149,17 @@ class ResidualBlock(nn.Module):
 class DownSample(nn.Module):
     """EfficientZero's stem: divides height and width by 16 (96x96 -> 6x6)."""
 
-    def __init__(self, in_channels: int, out_channels: int) -> None:
+    def __init__(self, in_channels: int, out_channels: int, norm: str = "batch") -> None:
         super().__init__()
         half = out_channels // 2
         self.conv = nn.Conv2d(in_channels, half, 3, stride=2, padding=1, bias=False)
-        self.bn = nn.BatchNorm2d(half)
+        self.bn = _norm_2d(half, norm)
         self.blocks = nn.Sequential(
-            ResidualBlock(half, half),
-            ResidualBlock(half, out_channels, stride=2),
-            ResidualBlock(out_channels, out_channels),
+            ResidualBlock(half, half, norm=norm),
+            ResidualBlock(half, out_channels, stride=2, norm=norm),
+            ResidualBlock(out_channels, out_channels, norm=norm),
             nn.AvgPool2d(3, stride=2, padding=1),
-            ResidualBlock(out_channels, out_channels),
+            ResidualBlock(out_channels, out_channels, norm=norm),
             nn.AvgPool2d(3, stride=2, padding=1),
         )
 
@@ -171,15 +178,18 @@ measurements are in :class:`~delayzoo.agents.delayed_ez.DelayedEZ`'s docstring).
 
 
 HIDDEN_NORMS = ("batch", "layer")
-"""How the MLP family normalises its hidden layers (representation, dynamics, value, value-prefix and policy).
+"""How the networks normalise their hidden layers: the MLP family's representation, dynamics and heads; the conv
+family's stem, residual blocks, dynamics, 1x1 reductions and heads (the SimSiam projection keeps batch norm in
+both: only training reads it).
 
 ``"batch"``: batch norm, as EfficientZero's nets. Training normalises each call's batch with its own
 statistics: the roots' latents apart from the latents of each unroll step, which the dynamics make differ;
 the search and the acting use running statistics that mix them, so the network that acts is not the one
 that was fitted. On CartPole-v1 (seed 100, 4k-10k steps, the entry and a Gumbel run with reanalysis ratio 1)
 the prior's greedy action agreed with a 500-scoring heuristic's on 21-47% of replayed states in eval mode
-and on 48-74% in training mode, the same weights. ``"layer"``: layer norm, the same in training and in the
-search (an option, not the paper's).
+and on 48-74% in training mode, the same weights. ``"layer"``: layer norm on vectors and group norm with one
+group on conv maps, each sample normalised on its own, the same in training and in the search (an option,
+not the paper's).
 """
 
 
@@ -199,6 +209,8 @@ class ConvNetworkConfig(NamedTuple):
     :param state_norm: min-max normalise the latents (EfficientZero's Atari model: off)
     :param value_prefix_norm: ``"batch"`` (EfficientZero's) or ``"layer"`` norm on the value-prefix LSTM's output
         (see ``VALUE_PREFIX_NORMS`` in this module for why)
+    :param hidden_norm: ``"batch"`` (EfficientZero's) or ``"layer"`` norm in the stem, the residual blocks, the
+        dynamics, the 1x1 reductions and the heads' MLPs (see ``HIDDEN_NORMS`` in this module for why)
     """
 
     num_channels: int = 64
@@ -213,6 +225,7 @@ class ConvNetworkConfig(NamedTuple):
     support_size: int = 300
     state_norm: bool = False
     value_prefix_norm: str = "batch"
+    hidden_norm: str = "batch"
 
 
 class MlpNetworkConfig(NamedTuple):
@@ -280,6 +293,8 @@ class EfficientZeroNetwork(nn.Module):
         self.obs_scale = obs_scale
         self.register_buffer("support", integer_support(config.support_size), persistent=False)
         bins = 2 * config.support_size + 1
+        if config.hidden_norm not in HIDDEN_NORMS:
+            raise ValueError(f"hidden_norm must be one of {HIDDEN_NORMS}, got {config.hidden_norm!r}")
         if isinstance(config, ConvNetworkConfig):
             self._build_conv(config, bins)
         else:
@@ -304,15 +319,14 @@ class EfficientZeroNetwork(nn.Module):
     # ----------------------------------------------------------------- construction
     def _build_conv(self, config: ConvNetworkConfig, bins: int) -> None:
         in_channels, height, _ = self.observation_shape
-        channels = config.num_channels
+        channels, norm = config.num_channels, config.hidden_norm
         downsample = height >= 64 if config.downsample is None else config.downsample
         stem: list[nn.Module]
         if downsample:
-            stem = [DownSample(in_channels, channels)]
+            stem = [DownSample(in_channels, channels, norm)]
         else:
-            stem = [nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), nn.BatchNorm2d(channels), nn.ReLU()]
-        blocks = [ResidualBlock(channels, channels) for _ in range(config.num_blocks)]
-        self.representation = nn.Sequential(*stem, *blocks)
+            stem = [nn.Conv2d(in_channels, channels, 3, padding=1, bias=False), _norm_2d(channels, norm), nn.ReLU()]
+        self.representation = nn.Sequential(*stem, *self._blocks(config))
         with torch.no_grad():
             self.representation.eval()
             latent = self.representation(torch.zeros(1, *self.observation_shape))
@@ -323,24 +337,30 @@ class EfficientZeroNetwork(nn.Module):
         reduced = config.reduced_channels * spatial
         # dynamics: state + action plane -> next state (residual), then the value-prefix head
         self.dyn_conv = nn.Conv2d(channels + 1, channels, 3, padding=1, bias=False)
-        self.dyn_bn = nn.BatchNorm2d(channels)
-        self.dyn_blocks = nn.Sequential(*[ResidualBlock(channels, channels) for _ in range(config.num_blocks)])
-        self.reward_reduce = nn.Sequential(
-            nn.Conv2d(channels, config.reduced_channels, 1), nn.BatchNorm2d(config.reduced_channels), nn.ReLU()
-        )
+        self.dyn_bn = _norm_2d(channels, norm)
+        self.dyn_blocks = self._blocks(config)
+        self.reward_reduce = self._reduction(config)
         self.lstm = nn.LSTM(reduced, config.lstm_hidden_size)
         self._build_value_prefix_norm(config)
-        self.value_prefix_head = _mlp(config.lstm_hidden_size, config.head_hidden, bins, zero_last=True)
+        self.value_prefix_head = _mlp(config.lstm_hidden_size, config.head_hidden, bins, zero_last=True, norm=norm)
         # prediction
-        self.pred_blocks = nn.Sequential(*[ResidualBlock(channels, channels) for _ in range(config.num_blocks)])
-        self.value_reduce = nn.Sequential(
-            nn.Conv2d(channels, config.reduced_channels, 1), nn.BatchNorm2d(config.reduced_channels), nn.ReLU()
-        )
-        self.policy_reduce = nn.Sequential(
-            nn.Conv2d(channels, config.reduced_channels, 1), nn.BatchNorm2d(config.reduced_channels), nn.ReLU()
-        )
-        self.value_head = _mlp(reduced, config.head_hidden, bins, zero_last=True)
-        self.policy_head = _mlp(reduced, config.head_hidden, self.num_actions, zero_last=True)
+        self.pred_blocks = self._blocks(config)
+        self.value_reduce = self._reduction(config)
+        self.policy_reduce = self._reduction(config)
+        self.value_head = _mlp(reduced, config.head_hidden, bins, zero_last=True, norm=norm)
+        self.policy_head = _mlp(reduced, config.head_hidden, self.num_actions, zero_last=True, norm=norm)
+
+    @staticmethod
+    def _blocks(config: ConvNetworkConfig) -> nn.Sequential:
+        """``num_blocks`` residual blocks at the latent width."""
+        width, norm = config.num_channels, config.hidden_norm
+        return nn.Sequential(*[ResidualBlock(width, width, norm=norm) for _ in range(config.num_blocks)])
+
+    @staticmethod
+    def _reduction(config: ConvNetworkConfig) -> nn.Sequential:
+        """A head's 1x1 conv to ``reduced_channels``, its norm and ReLU."""
+        width, norm = config.reduced_channels, config.hidden_norm
+        return nn.Sequential(nn.Conv2d(config.num_channels, width, 1), _norm_2d(width, norm), nn.ReLU())
 
     def _build_mlp(self, config: MlpNetworkConfig, bins: int) -> None:
         obs_dim = 1
@@ -349,8 +369,6 @@ class EfficientZeroNetwork(nn.Module):
         latent = config.latent_dim
         self.latent_shape = (latent,)
         self.latent_size = latent
-        if config.hidden_norm not in HIDDEN_NORMS:
-            raise ValueError(f"hidden_norm must be one of {HIDDEN_NORMS}, got {config.hidden_norm!r}")
         norm = config.hidden_norm
         self.representation = nn.Sequential(nn.Flatten(), _mlp(obs_dim, config.hidden, latent, norm=norm))
         self.dyn_mlp = _mlp(latent + self.num_actions, config.hidden, latent, norm=norm)

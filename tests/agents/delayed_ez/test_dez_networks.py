@@ -1,11 +1,14 @@
 import copy
 
+import numpy as np
 import pytest
 import torch
 from plain_reference import plain_mlp, plain_recurrent_inference
 
 from delayzoo.agents.common.transforms import h_inverse, h_transform, integer_support, two_hot
+from delayzoo.agents.delayed_ez import DelayedEZ
 from delayzoo.agents.delayed_ez.networks import BatchNorm1d, build_network
+from delayzoo.agents.delayed_ez.reanalysis import batch_stacks
 
 
 def test_h_transform_round_trip_over_the_601_bin_range():
@@ -195,3 +198,74 @@ def test_hidden_norm_layer_makes_the_searched_network_the_trained_one(tiny_mlp):
 def test_hidden_norm_names_the_bad_value(tiny_mlp):
     with pytest.raises(ValueError, match=r"hidden_norm must be one of \('batch', 'layer'\), got 'group'"):
         build_network((4,), 2, False, **{**tiny_mlp, "hidden_norm": "group"})
+
+
+def _norm_modules(net):
+    return {name: type(module).__name__ for name, module in net.named_modules()
+            if isinstance(module, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.GroupNorm, torch.nn.LayerNorm))}
+
+
+@pytest.mark.parametrize("downsample", [False, True])
+def test_the_conv_family_with_layer_norms_acts_as_it_trains(tiny_conv, downsample):
+    torch.manual_seed(0)
+    config = {**tiny_conv, "downsample": downsample, "hidden_norm": "layer", "value_prefix_norm": "layer"}
+    net = build_network((3, 64, 64) if downsample else (3, 12, 12), 3, True, **config)
+    norms = _norm_modules(net)
+    assert {name for name, kind in norms.items() if kind.startswith("BatchNorm")} == {
+        name for name in norms if name.startswith("projection")  # only the SimSiam branches, read in training only
+    }
+    assert {"dyn_bn", "reward_reduce.1", "value_reduce.1", "policy_reduce.1", "pred_blocks.0.bn2"} <= set(norms)
+    assert any(kind == "GroupNorm" for kind in norms.values()) and any(kind == "LayerNorm" for kind in norms.values())
+    obs = torch.rand(6, *net.observation_shape) * 255
+    actions = torch.tensor([0, 1, 2, 0, 1, 2])
+    outputs = []
+    for training in (True, False):
+        net.train(training)
+        with torch.no_grad():
+            root = net.initial_inference(obs)
+            step = net.recurrent_inference(root.latent, net.initial_lstm_state(6), actions)
+        outputs.append([*root, step.latent, step.value_prefix_logits, step.value_logits, step.policy_logits])
+    for trained, acting in zip(*outputs):
+        torch.testing.assert_close(acting, trained)
+    batch_norms = build_network(net.observation_shape, 3, True, **{**config, "hidden_norm": "batch"})
+    assert sum(kind == "BatchNorm2d" for kind in _norm_modules(batch_norms).values()) > 4  # the paper's default
+
+
+def test_an_unknown_hidden_norm_is_refused_for_both_families(tiny_conv, tiny_mlp):
+    with pytest.raises(ValueError, match="hidden_norm must be one of .*'group'"):
+        build_network((3, 12, 12), 3, True, **{**tiny_conv, "hidden_norm": "group"})
+    with pytest.raises(ValueError, match="hidden_norm must be one of .*'instance'"):
+        build_network((4,), 2, False, **{**tiny_mlp, "hidden_norm": "instance"})
+
+
+def _value_prefix_error(net, batch, training: bool, lstm_horizon: int) -> float:
+    """Mean |predicted - target| value prefix over a batch's unroll steps, the model unrolled as in training."""
+    net.train(training)
+    with torch.no_grad():
+        latent = net.represent(batch_stacks(batch, batch.policy_offset, 1, torch.device("cpu"))[:, 0])
+        state = net.initial_lstm_state(len(latent))
+        actions, errors = torch.as_tensor(batch.actions), []
+        for step in range(actions.shape[1]):
+            latent, state, logits = net.dynamics(latent, actions[:, step], state)
+            errors.append((net.to_scalar(logits) - torch.as_tensor(batch.target_value_prefix[:, step])).abs())
+            if (step + 1) % lstm_horizon == 0:
+                state = net.initial_lstm_state(len(latent))
+    net.train(False)
+    mask = torch.as_tensor(batch.value_prefix_mask)
+    return float((torch.stack(errors, 1) * mask).sum() / mask.sum())
+
+
+def test_with_layer_norms_the_search_reads_the_value_prefix_as_training_fitted_it(tiny_conv, toy):
+    net_kwargs = {**tiny_conv, "hidden_norm": "layer", "value_prefix_norm": "layer"}
+    settings = dict(policy_kwargs=dict(net_kwargs=net_kwargs), learning_starts=32, batch_size=16, num_simulations=2,
+                    augment=False, lr_warmup_steps=10, learning_rate=0.05, target_update_interval=50,
+                    replay_buffer_kwargs=dict(segment_length=12), seed=0)
+    model = DelayedEZ("CnnPolicy", toy("image"), **settings)
+    untrained = copy.deepcopy(model.policy.network)
+    model.learn(332)
+    assert model._n_updates == 300
+    batch = model.replay_buffer.sample(128, model.target_config, np.random.default_rng(0), 1.0)
+    acting = _value_prefix_error(model.policy.network, batch, False, model.lstm_horizon)  # search and reanalysis
+    fitted = _value_prefix_error(model.policy.network, batch, True, model.lstm_horizon)  # the update's reading
+    assert acting <= 1.2 * fitted
+    assert fitted < 0.9 * _value_prefix_error(untrained, batch, True, model.lstm_horizon)  # it did learn
