@@ -35,7 +35,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from delayzoo.agents.common.checks import check_finite_step
 from delayzoo.agents.delayed_ez.config import SearchConfig
 from delayzoo.agents.delayed_ez.policies import DelayedEZPolicy
-from delayzoo.agents.delayed_ez.reanalysis import Reanalysis, ReanalysisConfig
+from delayzoo.agents.delayed_ez.reanalysis import Reanalysis, ReanalysisConfig, ReanalysisCounts
 from delayzoo.agents.delayed_ez.self_play import SelfPlay, SelfPlayConfig
 
 __all__ = ["ActorParts", "ReanalysisActor", "SegmentBatch", "SelfPlayActor"]
@@ -229,8 +229,9 @@ class ReanalysisActor:
 
     def targets(
         self, batches: list[Any], version: int, weights: list[Any]
-    ) -> tuple[list[tuple[np.ndarray, ...]], float]:
-        """The targets of ``batches`` with the target network of ``version`` (as arrays), and the call's CPU seconds.
+    ) -> tuple[list[tuple[np.ndarray, ...]], ReanalysisCounts, float]:
+        """The targets of ``batches`` with the target network of ``version`` (as arrays), what the reanalysis did
+        and the call's CPU seconds.
 
         :param weights: ``[object ref]`` of the target network's state
         """
@@ -238,5 +239,6 @@ class ReanalysisActor:
         if version != self.version:
             _load_weights(self.reanalysis.target_network, weights)
             self.version = version
-        targets = self.reanalysis.targets(batches, self.rng)
-        return [tuple(t.cpu().numpy() for t in batch) for batch in targets], time.process_time() - cpu
+        counts = ReanalysisCounts()
+        targets = self.reanalysis.targets(batches, self.rng, counts)
+        return [tuple(t.cpu().numpy() for t in batch) for batch in targets], counts, time.process_time() - cpu

@@ -36,6 +36,7 @@ __all__ = [
     "check_group",
     "regroup",
     "regroup_keywords",
+    "settings_from_file",
 ]
 
 SEARCH_METHODS = ("puct", "gumbel")
@@ -203,8 +204,8 @@ def _check_resources(name: str, value: Any) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class ActorConfig:
-    """How a DelayedEZ run is spread over Ray actors (run settings, not saved with the model;
-    :mod:`~delayzoo.agents.delayed_ez.distributed` runs them).
+    """How a DelayedEZ run spreads its work: over Ray actors (:mod:`~delayzoo.agents.delayed_ez.distributed` runs
+    them), and in searches of how many roots (run settings, not saved with the model).
 
     :param self_play_actors: self-play actors (0: acting in the learner's process, SB3's loop)
     :param reanalysis_actors: reanalysis actors (0: targets in the learner's process, or its ``prefetch``)
@@ -218,6 +219,8 @@ class ActorConfig:
         where the cluster has GPUs
     :param actor_max_restarts: restarts of an actor and retries of a call before its error stops ``learn``
     :param placement_timeout: seconds to wait for the actors to be placed and built
+    :param reanalysis_chunk: roots per reanalysis search (of the learner, its worker or an actor); ``None``: all at
+        once on a GPU, 1024 on a CPU
     """
 
     self_play_actors: int = 0
@@ -229,6 +232,7 @@ class ActorConfig:
     reanalysis_resources: dict[str, float] | None = None
     actor_max_restarts: int = 3
     placement_timeout: float = 120.0
+    reanalysis_chunk: int | None = None
 
     def __post_init__(self) -> None:
         check_number("self_play_actors", self.self_play_actors, 0, integer=True)
@@ -239,6 +243,7 @@ class ActorConfig:
         _check_resources("self_play_resources", self.self_play_resources)
         _check_resources("reanalysis_resources", self.reanalysis_resources)
         check_number("placement_timeout", self.placement_timeout, 0, low_open=True)
+        check_number("reanalysis_chunk", self.reanalysis_chunk, 1, integer=True, optional=True)
         if self.ray_address is not None and not isinstance(self.ray_address, str):
             raise TypeError(f"ray_address must be None or a string, got {self.ray_address!r}")
 
@@ -327,6 +332,22 @@ def regroup(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
     return result
 
 
+def settings_from_file(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A model file's settings (``where``: the file, for the warnings) with the flat keywords of earlier versions
+    moved into their groups (:func:`regroup`); the run settings among them (``reanalysis_chunk``, now in
+    ``actor_kwargs``) are not taken from a file: a warning says how to pass one that was set."""
+    result = regroup(settings, where)
+    run = {key: value for key, value in (result.pop("actor_kwargs", None) or {}).items() if value is not None}
+    if run:
+        warnings.warn(
+            f"{where} sets {run}, now run settings, which a model file does not hold: pass actor_kwargs={run!r} "
+            "to load to keep them",
+            UserWarning,
+            stacklevel=3,
+        )
+    return result
+
+
 def regroup_keywords(former: Mapping[str, Any], given: Mapping[str, Any]) -> tuple[Any, ...]:
     """DelayedEZ's ``search_kwargs``, ``replay_buffer_kwargs`` and ``actor_kwargs`` (from ``given``, its call's
     keywords) with the flat keywords of an earlier version (``former``) moved in (:func:`regroup`); any other
@@ -350,7 +371,7 @@ def check_flat_settings(values: dict[str, Any]) -> None:
         check_number(name, values[name], low, integer=True)
     check_train_freq(values["train_freq"])
     check_gradient_steps(values["gradient_steps"])
-    for name in ("auto_td_period", "lr_decay_steps", "reanalysis_chunk"):
+    for name in ("auto_td_period", "lr_decay_steps"):
         check_number(name, values[name], 1, integer=True, optional=True)
     for name in ("reanalyze_ratio", "gamma", "lr_decay_rate"):
         check_number(name, values[name], 0, 1)
@@ -358,6 +379,7 @@ def check_flat_settings(values: dict[str, Any]) -> None:
     for name in ("value_loss_coef", "reward_loss_coef", "policy_loss_coef", "consistency_loss_coef"):
         check_number(name, values[name], 0)
     check_number("frame_stack", values["frame_stack"], 1, integer=True, optional=True)
+    _check_bool("consistency_filter", values["consistency_filter"])
     prefetch = values["prefetch"]
     if not isinstance(prefetch, (bool, np.bool_)) and prefetch != "process":
         raise ValueError(f"prefetch must be True, False or 'process', got {prefetch!r}")

@@ -45,11 +45,12 @@ from delayzoo.agents.delayed_ez.config import (
     check_group,
     regroup,
     regroup_keywords,
+    settings_from_file,
 )
 from delayzoo.agents.delayed_ez.distributed import ActorRun, RayActorsMixin, actor_env_factory, env_for_spaces
 from delayzoo.agents.delayed_ez.losses import LossCoefficients
 from delayzoo.agents.delayed_ez.policies import CnnPolicy, DelayedEZPolicy, MlpPolicy, MultiInputPolicy
-from delayzoo.agents.delayed_ez.reanalysis import Reanalysis, ReanalysisConfig, RoundTargets, Targets
+from delayzoo.agents.delayed_ez.reanalysis import Reanalysis, ReanalysisConfig, ReanalysisCounts, RoundTargets, Targets
 from delayzoo.agents.delayed_ez.replay import PrioritizedGameBuffer, ReplayBatch, check_replay_arrays
 from delayzoo.agents.delayed_ez.self_play import (
     SelfPlay,
@@ -111,8 +112,9 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
     - mixed precision is off by default (the reference's default is float16 autocast); on a CPU it is bfloat16;
     - options, the paper's way staying the default: ``search_kwargs=dict(method="gumbel")`` (EfficientZero V2's
       search), ``q_normalization="parent_siblings"`` (mctx's per-node Q), ``net_kwargs=dict(hidden_norm=
-      "layer", value_prefix_norm="layer")`` (norms that do not mix the unroll steps); ``use_root_value``
-      searches every bootstrap observation of a round, past an episode end too.
+      "layer", value_prefix_norm="layer")`` (norms that do not mix the unroll steps, both network families),
+      ``consistency_filter`` (EfficientZero V2's); ``use_root_value`` searches every bootstrap observation of a
+      round, past an episode end too.
 
     :param policy: "CnnPolicy", "MlpPolicy", "MultiInputPolicy" or a :class:`DelayedEZPolicy` subclass
     :param env: env or VecEnv (all envs act through one batched search); under delay it must expose the queue
@@ -125,6 +127,9 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
     :param num_unroll_steps: model unroll steps per sample (K)
     :param td_steps: n of the n-step value targets
     :param reanalyze_ratio: share of each batch whose policy targets a search with the target network recomputes
+    :param consistency_filter: drop a recomputed policy target whose top action is not the action its search
+        selected (EfficientZero V2's filter; it acts under ``search_kwargs=dict(method="gumbel")``: pUCT's
+        target and choice agree by construction)
     :param use_root_value: bootstrap the value targets from the root value of a search with the target network
         (EfficientZero's ``--use_root_value``, off there too): reanalysis then costs about twice as much
     :param forward_model: roll the dynamics through the pending actions before searching (False: Oblivious-EZ)
@@ -161,14 +166,13 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
     :param consistency_loss_coef: SimSiam consistency loss weight (2)
     :param augment: EfficientZero's random shifts (``AUGMENT_SHIFT`` pixels) and intensity changes of images
         while training; a warning says when the frames are too small for the shift
-    :param reanalysis_chunk: roots per reanalysis search; ``None``: all at once on a GPU, 1024 on a CPU
     :param prefetch: compute the next round's targets while this round trains (its batches then miss this
         round's priority updates): ``True`` in a thread, ``"process"`` (CPU) in a worker process with its own
         target network, ``False`` in the update; the thread and the process train the same
     :param actor_kwargs: Ray actors (:class:`~delayzoo.agents.delayed_ez.config.ActorConfig`: ``self_play_actors``,
         ``reanalysis_actors``, ``ray_address``, ``envs_per_actor``, ``self_play_update_interval``,
-        ``self_play_resources``, ``reanalysis_resources``, ``actor_max_restarts``, ``placement_timeout``); run
-        settings, not saved: pass them to ``load`` again to keep using actors
+        ``self_play_resources``, ``reanalysis_resources``, ``actor_max_restarts``, ``placement_timeout``) and the
+        roots per reanalysis search (``reanalysis_chunk``); run settings, not saved: pass them to ``load`` again
     :param policy_kwargs: keywords of the policy (``net_kwargs`` for the network, the optimizer,
         ``mixed_precision``: see :class:`~delayzoo.agents.delayed_ez.policies.DelayedEZPolicy`)
     :param stats_window_size: episodes averaged in the logs
@@ -202,6 +206,7 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
         num_unroll_steps: int = 5,
         td_steps: int = 5,
         reanalyze_ratio: float = 0.99,
+        consistency_filter: bool = False,
         use_root_value: bool = False,
         forward_model: bool = True,
         replay_actions: str | None = None,
@@ -226,7 +231,6 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
         policy_loss_coef: float = 1.0,
         consistency_loss_coef: float = 2.0,
         augment: bool = True,
-        reanalysis_chunk: int | None = None,
         prefetch: bool | str = True,
         actor_kwargs: dict[str, Any] | None = None,
         policy_kwargs: dict[str, Any] | None = None,
@@ -260,7 +264,7 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
         self.lr_decay_steps, self.lr_decay_rate, self.final_updates = lr_decay_steps, lr_decay_rate, final_updates
         self.value_loss_coef, self.reward_loss_coef = value_loss_coef, reward_loss_coef
         self.policy_loss_coef, self.consistency_loss_coef = policy_loss_coef, consistency_loss_coef
-        self.max_grad_norm, self.augment, self.reanalysis_chunk = max_grad_norm, augment, reanalysis_chunk
+        self.max_grad_norm, self.augment, self.consistency_filter = max_grad_norm, augment, consistency_filter
         self.prefetch = prefetch if prefetch == "process" else bool(prefetch)
         self._build_configs()
         self._reset_run_state()
@@ -332,7 +336,8 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
         return ActorParts(
             self.policy_class, dict(self.policy_kwargs), self.search_config, self.forward_model, self.self_play_config,
             ReanalysisConfig(
-                frame_stack=self.frame_stack or 1, reanalyze_ratio=self.reanalyze_ratio, chunk=self.reanalysis_chunk,
+                frame_stack=self.frame_stack or 1, reanalyze_ratio=self.reanalyze_ratio,
+                chunk=self.actor_config.reanalysis_chunk, consistency_filter=self.consistency_filter,
                 reanalyse_missing=self.forecast_policy == "reanalyse", use_root_value=self.target_config.use_root_value,
                 mixed_precision=self.policy.mixed_precision if getattr(self, "policy", None) is not None
                 else self.policy_kwargs.get("mixed_precision", False),
@@ -354,8 +359,8 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
 
     @classmethod
     def upgrade_settings(cls, settings: dict[str, Any], where: str) -> dict[str, Any]:
-        """The flat keywords of earlier versions moved into their groups, with a ``FutureWarning``."""
-        return regroup(settings, where)
+        """A model file's settings of an earlier version in today's form (:func:`settings_from_file`)."""
+        return settings_from_file(settings, where)
 
     @classmethod
     def load(  # type: ignore[override]
@@ -545,8 +550,11 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
                 later_updates=self._final_updates_left(),
             )
 
-    def _round_batches(self, gradient_steps: int, batch_size: int) -> tuple[list[ReplayBatch], list[Targets]]:
-        """This round's batches and their targets (from the reanalysis actors, or :class:`RoundTargets`)."""
+    def _round_batches(
+        self, gradient_steps: int, batch_size: int
+    ) -> tuple[list[ReplayBatch], list[Targets], ReanalysisCounts]:
+        """This round's batches, their targets and what the reanalysis did (from the reanalysis actors, or
+        :class:`RoundTargets`)."""
         beta = self.replay_config.beta(self._current_progress_remaining)
 
         def sample() -> ReplayBatch:
@@ -566,7 +574,8 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
             self.max_grad_norm, self.augment,
         )
         logs: dict[str, list[float]] = defaultdict(list)
-        for batch, targets in zip(*self._round_batches(gradient_steps, batch_size)):
+        batches, round_targets, counts = self._round_batches(gradient_steps, batch_size)
+        for batch, targets in zip(batches, round_targets):
             logged, priorities = update_on_batch(
                 self.policy, self._grad_scaler, batch, targets, config,
                 learning_rate(self.lr_schedule(self._current_progress_remaining), self._n_updates,
@@ -588,3 +597,4 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
         self.logger.record("train/learning_rate", self.policy.optimizer.param_groups[0]["lr"])
         for key, values in logs.items():
             self.logger.record(f"train/{key}", float(np.mean(values)))
+        counts.record(self.logger, self.consistency_filter)

@@ -54,7 +54,7 @@ from stable_baselines3.common.vec_env import VecEnv
 from delayzoo.agents.common.ray_connect import connect, import_ray
 from delayzoo.agents.delayed_ez.actors import ReanalysisActor, SelfPlayActor
 from delayzoo.agents.delayed_ez.config import ActorConfig
-from delayzoo.agents.delayed_ez.reanalysis import Targets
+from delayzoo.agents.delayed_ez.reanalysis import ReanalysisCounts, Targets
 from delayzoo.agents.delayed_ez.replay import ReplayBatch
 
 __all__ = ["ActorRun", "RayActorsMixin", "actor_env_factory", "env_for_spaces"]
@@ -331,8 +331,9 @@ class ActorRun:
     # ------------------------------------------------------------------ reanalysis
     def next_round(
         self, model: Any, sample: Callable[[], ReplayBatch], gradient_steps: int
-    ) -> tuple[list[ReplayBatch], list[Targets]]:
-        """The oldest round in flight (its batches and their targets), after topping up the rounds in flight.
+    ) -> tuple[list[ReplayBatch], list[Targets], ReanalysisCounts]:
+        """The oldest round in flight (its batches, their targets and what the reanalysis did), after topping up
+        the rounds in flight.
 
         :param sample: draws one batch from the replay
         """
@@ -345,7 +346,7 @@ class ActorRun:
         batches, ref = self._rounds.popleft()
         wait = time.perf_counter()
         try:
-            arrays, cpu = self.ray.get(ref)
+            arrays, counts, cpu = self.ray.get(ref)
         except self.ray.exceptions.RayError as error:
             raise RuntimeError(
                 f"a ReanalysisActor failed {self.config.actor_max_restarts + 1} times (actor_max_restarts="
@@ -358,7 +359,7 @@ class ActorRun:
         targets: list[Targets] = [
             tuple(torch.tensor(a, device=model.device) for a in batch) for batch in arrays  # type: ignore[misc]
         ]
-        return batches[:gradient_steps], targets[:gradient_steps]
+        return batches[:gradient_steps], targets[:gradient_steps], counts
 
     # ------------------------------------------------------------------ logging and stopping
     def replay_ratio(self, model: Any) -> float:

@@ -5,7 +5,9 @@ thread, a process or a Ray actor.
 each reanalysis actor hold; :func:`compute_targets` is EfficientZero's reanalysis: values bootstrap from the
 target network (its predicted values, or the root values of a search with it) and the first ``reanalyze_ratio``
 of each batch gets fresh policy targets from one batched search with it (normalised visits under pUCT, the
-improved policy under Gumbel; the search adds its root noise, as EfficientZero and EfficientZero V2 do).
+improved policy under Gumbel; the search adds its root noise, as EfficientZero and EfficientZero V2 do). With
+``consistency_filter`` (EfficientZero V2's) a fresh target whose top action is not the one the search selected is
+dropped; :class:`ReanalysisCounts` says how many targets a round reanalysed, overturned and dropped.
 :class:`ThreadPrefetch` and :class:`ProcessPrefetch` run it on the next round's batches while the current
 round trains (``DelayedEZ(prefetch=True | "process")``). A thread shares the GIL with the training
 thread, so at small network sizes the two mostly take turns; :class:`ReanalysisWorker` is a CPU process
@@ -40,6 +42,7 @@ __all__ = [
     "ProcessPrefetch",
     "Reanalysis",
     "ReanalysisConfig",
+    "ReanalysisCounts",
     "ReanalysisWorker",
     "RoundTargets",
     "Targets",
@@ -53,6 +56,60 @@ Targets = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 CPU_REANALYSIS_CHUNK = 1024
 """Roots per reanalysis search on CPU (the per-root cost stops falling above about 1000 roots)."""
+
+
+@dataclasses.dataclass
+class ReanalysisCounts:
+    """What reanalysis did to the policy targets of a round's batches, for the logs (:meth:`record`).
+
+    :param reanalysed: fresh search targets
+    :param compared: of them, those at positions with a stored search target
+    :param overturned: of those, the targets whose top action differs from the stored target's
+    :param dropped: the targets the consistency filter dropped
+    :param actions: per action, the fresh targets whose top action it is
+    """
+
+    reanalysed: int = 0
+    compared: int = 0
+    overturned: int = 0
+    dropped: int = 0
+    actions: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def count(self, stored: np.ndarray, stored_mask: np.ndarray, top: np.ndarray, kept: np.ndarray) -> None:
+        """Add fresh targets: the stored targets ``(N, A)`` and masks ``(N,)`` at their positions, their top
+        actions ``(N,)`` and whether the filter kept each ``(N,)``."""
+        compared = stored_mask > 0
+        self.reanalysed += len(top)
+        self.compared += int(compared.sum())
+        self.overturned += int((stored[compared].argmax(axis=-1) != top[compared]).sum())
+        self.dropped += int((~kept).sum())
+        self.add_actions(np.bincount(top, minlength=stored.shape[-1]))
+
+    def add_actions(self, actions: np.ndarray) -> None:
+        """Add per-action counts (as long as the longer of the two)."""
+        size = max(len(self.actions), len(actions))
+        self.actions = np.pad(self.actions, (0, size - len(self.actions))) + np.pad(actions, (0, size - len(actions)))
+
+    def add(self, other: ReanalysisCounts) -> None:
+        """Add another round's (or another actor's) counts."""
+        self.reanalysed += other.reanalysed
+        self.compared += other.compared
+        self.overturned += other.overturned
+        self.dropped += other.dropped
+        self.add_actions(other.actions)
+
+    def record(self, logger: Any, consistency_filter: bool) -> None:
+        """Log the shares: ``reanalysis/overturned`` (of the fresh targets with a stored one),
+        ``reanalysis/action_share_<a>`` per action, and with the filter ``reanalysis/dropped``; nothing when no
+        target was reanalysed."""
+        if self.reanalysed == 0:
+            return
+        if self.compared:
+            logger.record("reanalysis/overturned", self.overturned / self.compared)
+        for action, count in enumerate(self.actions.tolist()):
+            logger.record(f"reanalysis/action_share_{action}", count / self.reanalysed)
+        if consistency_filter:
+            logger.record("reanalysis/dropped", self.dropped / self.reanalysed)
 
 
 def batch_stacks(batch: ReplayBatch, offsets: np.ndarray, frame_stack: int, device: torch.device) -> torch.Tensor:
@@ -85,6 +142,30 @@ def _bootstrap_values(
     return torch.cat(values)
 
 
+def _search_targets(
+    target_net: EfficientZeroNetwork,
+    mcts: MCTS,
+    root_obs: torch.Tensor,
+    rng: np.random.Generator,
+    chunk_size: Callable[[int], int],
+    mixed_precision: bool | str,
+) -> tuple[torch.Tensor, np.ndarray]:
+    """Fresh policy targets ``(N, A)`` (normalised) of the roots ``root_obs``, from a search with root noise,
+    and the action each search selected ``(N,)``."""
+    size = chunk_size(len(root_obs))
+    weights, selected = [], []
+    with autocast(root_obs.device, mixed_precision):
+        for start in range(0, len(root_obs), size):
+            root = target_net.initial_inference(root_obs[start : start + size])
+            search = mcts.search(
+                target_net, root.latent, root.policy_logits, rng, True, root_value_logits=root.value_logits
+            )
+            weights.append(torch.as_tensor(search.policy, dtype=torch.float32, device=root_obs.device))
+            selected.append(search.actions)
+    targets = torch.cat(weights)
+    return targets / targets.sum(dim=1, keepdim=True), np.concatenate(selected)
+
+
 @torch.no_grad()
 def compute_targets(
     target_net: EfficientZeroNetwork,
@@ -99,8 +180,11 @@ def compute_targets(
     reanalyse_missing: bool = False,
     use_root_value: bool = False,
     mixed_precision: bool | str = False,
+    consistency_filter: bool = False,
+    counts: ReanalysisCounts | None = None,
 ) -> list[Targets]:
-    """The targets of each batch of a round (one batched search over all of the round's reanalysed roots).
+    """The targets of each batch of a round (one batched search over all of the round's reanalysed roots),
+    in new tensors (the batches' stored arrays are left as they are).
 
     :param chunk: roots per network call and search; ``None``: all at once on a GPU,
         :data:`CPU_REANALYSIS_CHUNK` on a CPU
@@ -111,6 +195,9 @@ def compute_targets(
         noise, as EfficientZero)
     :param mixed_precision: the networks' autocast (:func:`~delayzoo.agents.common.precision.autocast`); the
         targets are float32 either way
+    :param consistency_filter: drop (mask out) a fresh target whose top action differs from the action its search
+        selected (EfficientZero V2's filter; under pUCT the two agree by construction)
+    :param counts: where to add what the reanalysis did (:class:`ReanalysisCounts`)
     """
 
     def chunk_size(total: int) -> int:
@@ -128,8 +215,8 @@ def compute_targets(
         values = torch.as_tensor(batch.returns, device=device) + torch.as_tensor(
             batch.bootstrap_discount, device=device
         ) * bootstrap[index * rows_in_batch * width : (index + 1) * rows_in_batch * width].view(rows_in_batch, width)
-        policies = torch.as_tensor(batch.stored_policy, device=device)
-        mask = torch.as_tensor(batch.stored_policy_mask, device=device)
+        policies = torch.tensor(batch.stored_policy, device=device)  # copies: the batch's arrays stay as stored
+        mask = torch.tensor(batch.stored_policy_mask, device=device)
         out.append((values, policies, mask))
         num_reanalyzed = int(round(reanalyze_ratio * rows_in_batch))
         chosen = np.zeros_like(batch.policy_valid)
@@ -142,24 +229,19 @@ def compute_targets(
             roots.append(stacks[torch.as_tensor(rows), torch.as_tensor(cols)])
             where.append((index, rows, cols))
     if roots:
-        root_obs = torch.cat(roots)
-        size = chunk_size(len(root_obs))
-        weights = []
-        with autocast(device, mixed_precision):
-            for start in range(0, len(root_obs), size):
-                root = target_net.initial_inference(root_obs[start : start + size])
-                search = mcts.search(
-                    target_net, root.latent, root.policy_logits, rng, True,
-                    root_value_logits=root.value_logits,
-                )
-                weights.append(torch.as_tensor(search.policy, dtype=torch.float32, device=device))
-        targets = torch.cat(weights)
-        targets = targets / targets.sum(dim=1, keepdim=True)
+        targets, selected = _search_targets(target_net, mcts, torch.cat(roots), rng, chunk_size, mixed_precision)
+        top = targets.argmax(dim=1).cpu().numpy()
+        kept = top == selected if consistency_filter else np.ones(len(top), dtype=bool)
         start = 0
         for index, rows, cols in where:
             _, policies, mask = out[index]
-            policies[rows, cols] = targets[start : start + len(rows)]
-            mask[rows, cols] = 1.0
+            part = slice(start, start + len(rows))
+            policies[rows, cols] = targets[part]
+            mask[rows, cols] = torch.as_tensor(kept[part], dtype=mask.dtype, device=device)
+            if counts is not None:
+                stored = batches[index]
+                counts.count(stored.stored_policy[rows, cols], stored.stored_policy_mask[rows, cols], top[part],
+                             kept[part])
             start += len(rows)
     return out
 
@@ -174,6 +256,7 @@ class ReanalysisConfig:
     :param reanalyse_missing: also reanalyse the positions without a stored search policy
     :param use_root_value: bootstrap from the root values of a search
     :param mixed_precision: the networks' autocast
+    :param consistency_filter: drop the fresh targets whose top action is not the searched one
     """
 
     frame_stack: int = 1
@@ -182,6 +265,7 @@ class ReanalysisConfig:
     reanalyse_missing: bool = False
     use_root_value: bool = False
     mixed_precision: bool | str = False
+    consistency_filter: bool = False
 
 
 class Reanalysis:
@@ -198,26 +282,31 @@ class Reanalysis:
     ) -> None:
         self.target_network, self.mcts, self.config, self.device = target_network, mcts, config, device
 
-    def targets(self, batches: list[ReplayBatch], rng: np.random.Generator) -> list[Targets]:
-        """The targets of ``batches`` (``rng``: the search's noise and tie-breaks; advanced by it)."""
+    def targets(
+        self, batches: list[ReplayBatch], rng: np.random.Generator, counts: ReanalysisCounts | None = None
+    ) -> list[Targets]:
+        """The targets of ``batches`` (``rng``: the search's noise and tie-breaks; advanced by it; ``counts``: where
+        to add what the reanalysis did)."""
         return compute_targets(
-            self.target_network, self.mcts, batches, rng, device=self.device, **dataclasses.asdict(self.config)
+            self.target_network, self.mcts, batches, rng, device=self.device, counts=counts,
+            **dataclasses.asdict(self.config),
         )
 
 
 class ThreadPrefetch:
-    """The next round's batches and a thread computing their targets with ``compute(batches)``."""
+    """The next round's batches and a thread computing their targets with ``compute(batches, counts)``."""
 
     def __init__(self, batches: list[ReplayBatch], compute) -> None:
         self.batches = batches
         self.targets: list[Targets] | None = None
+        self.counts = ReanalysisCounts()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(compute,), daemon=True)
         self._thread.start()
 
     def _run(self, compute) -> None:
         try:
-            self.targets = compute(self.batches)
+            self.targets = compute(self.batches, self.counts)
         except BaseException as error:  # re-raised in the training thread by result()
             self.error = error
 
@@ -225,19 +314,20 @@ class ThreadPrefetch:
         """Block until the targets are computed."""
         self._thread.join()
 
-    def result(self) -> tuple[list[ReplayBatch], list[Targets]]:
-        """The batches and their targets (re-raises an error of the thread)."""
+    def result(self) -> tuple[list[ReplayBatch], list[Targets], ReanalysisCounts]:
+        """The batches, their targets and what the reanalysis did (re-raises an error of the thread)."""
         self.wait()
         if self.error is not None:
             raise self.error
         assert self.targets is not None
-        return self.batches, self.targets
+        return self.batches, self.targets, self.counts
 
 
 def _serve(
     connection, target_net: EfficientZeroNetwork, mcts: MCTS, config: ReanalysisConfig, parent: int, kernel: bool
 ) -> None:
-    """The worker's loop: ``(batches, rng state, weights or None)`` in, ``(targets, rng state, CPU s)`` out.
+    """The worker's loop: ``(batches, rng state, weights or None)`` in, ``((targets, rng state, counts), CPU s)``
+    out.
 
     ``parent`` and ``kernel``: the training process's pid, and whether it started the worker from its main
     thread (see :func:`~delayzoo.agents.common.parent_death.exit_with_parent`).
@@ -260,8 +350,9 @@ def _serve(
             if weights is not None:
                 target_net.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
             rng.bit_generator.state = rng_state
-            targets = reanalysis.targets(batches, rng)
-            reply: Any = ([tuple(t.numpy() for t in batch) for batch in targets], rng.bit_generator.state)
+            counts = ReanalysisCounts()
+            targets = reanalysis.targets(batches, rng, counts)
+            reply: Any = ([tuple(t.numpy() for t in batch) for batch in targets], rng.bit_generator.state, counts)
         except BaseException as error:  # sent back and re-raised in the training process
             reply = error
         connection.send((reply, time.process_time()))
@@ -305,8 +396,9 @@ class ReanalysisWorker:
         """Start computing ``batches``' targets (``weights``: the target network's new state, if it changed)."""
         self._connection.send((batches, rng_state, weights))
 
-    def receive(self) -> tuple[list[tuple[np.ndarray, ...]], dict]:
-        """The targets of the last submitted batches and the generator state after their search."""
+    def receive(self) -> tuple[list[tuple[np.ndarray, ...]], dict, ReanalysisCounts]:
+        """The targets of the last submitted batches, the generator state after their search and what the
+        reanalysis did."""
         reply, self.cpu_seconds = self._connection.recv()
         if isinstance(reply, BaseException):
             raise reply
@@ -334,6 +426,7 @@ class ProcessPrefetch:
         self.batches = batches
         self._worker, self._rng, self._device = worker, rng, device
         self._targets: list[Targets] | None = None
+        self._counts = ReanalysisCounts()
         self._error: BaseException | None = None
         worker.submit(batches, rng.bit_generator.state, weights)
 
@@ -342,20 +435,20 @@ class ProcessPrefetch:
         if self._targets is not None or self._error is not None:
             return
         try:
-            arrays, state = self._worker.receive()
+            arrays, state, self._counts = self._worker.receive()
         except BaseException as error:  # re-raised by result()
             self._error = error
             return
         self._rng.bit_generator.state = state
         self._targets = [tuple(torch.as_tensor(a, device=self._device) for a in batch) for batch in arrays]
 
-    def result(self) -> tuple[list[ReplayBatch], list[Targets]]:
-        """The batches and their targets (re-raises an error of the worker)."""
+    def result(self) -> tuple[list[ReplayBatch], list[Targets], ReanalysisCounts]:
+        """The batches, their targets and what the reanalysis did (re-raises an error of the worker)."""
         self.wait()
         if self._error is not None:
             raise self._error
         assert self._targets is not None
-        return self.batches, self._targets
+        return self.batches, self._targets, self._counts
 
 
 class RoundTargets:
@@ -376,30 +469,30 @@ class RoundTargets:
         batch_size: int,
         rng: np.random.Generator,
         prefetch: bool | str = False,
-    ) -> tuple[list[ReplayBatch], list[Targets]]:
-        """This round's batches (drawn by ``sample``) and targets; with ``prefetch`` (``True``: in a thread,
-        ``"process"``: in the worker) the next round's are started."""
+    ) -> tuple[list[ReplayBatch], list[Targets], ReanalysisCounts]:
+        """This round's batches (drawn by ``sample``), targets and what the reanalysis did; with ``prefetch``
+        (``True``: in a thread, ``"process"``: in the worker) the next round's are started."""
         prefetched, self._prefetched = self._prefetched, None
         if (
             prefetched is not None
             and len(prefetched.batches) == gradient_steps
             and len(prefetched.batches[0].slots) == batch_size
         ):
-            batches, targets = prefetched.result()
+            batches, targets, counts = prefetched.result()
         else:
             if prefetched is not None:
                 prefetched.wait()
-            batches = [sample() for _ in range(gradient_steps)]
-            targets = reanalysis.targets(batches, rng)
+            batches, counts = [sample() for _ in range(gradient_steps)], ReanalysisCounts()
+            targets = reanalysis.targets(batches, rng, counts)
         if prefetch:
             self._prefetched = self._start([sample() for _ in range(gradient_steps)], reanalysis, rng, prefetch)
-        return batches, targets
+        return batches, targets, counts
 
     def _start(
         self, batches: list[ReplayBatch], reanalysis: Reanalysis, rng: np.random.Generator, prefetch: bool | str
     ) -> ThreadPrefetch | ProcessPrefetch:
         if prefetch != "process":
-            return ThreadPrefetch(batches, lambda round_batches: reanalysis.targets(round_batches, rng))
+            return ThreadPrefetch(batches, lambda round_batches, counts: reanalysis.targets(round_batches, rng, counts))
         if self.worker is None:
             self.worker = ReanalysisWorker(reanalysis)
             self._stale = True

@@ -32,7 +32,7 @@ def test_every_former_keyword_has_a_group_that_takes_it():
         "pb_c_base", "pb_c_init", "dirichlet_alpha", "exploration_fraction", "visit_temperature", "priority_alpha",
         "priority_beta", "segment_length", "self_play_actors", "reanalysis_actors", "ray_address", "envs_per_actor",
         "self_play_update_interval", "self_play_resources", "reanalysis_resources", "actor_max_restarts",
-        "placement_timeout",
+        "placement_timeout", "reanalysis_chunk",
     }
 
 

@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,11 +13,13 @@ import pytest
 import torch
 
 from delayzoo.agents.delayed_ez.actors import ReanalysisActor
+from delayzoo.agents.delayed_ez.config import settings_from_file
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 from delayzoo.agents.delayed_ez.reanalysis import (
     ProcessPrefetch,
     Reanalysis,
     ReanalysisConfig,
+    ReanalysisCounts,
     ReanalysisWorker,
     batch_stacks,
     compute_targets,
@@ -169,12 +172,127 @@ def test_a_reanalysis_actor_computes_the_learners_targets_with_its_settings(tiny
     assert actor.reanalysis.config.mixed_precision is True and actor.reanalysis.config.use_root_value
     actor.reanalysis.target_network.load_state_dict(model.policy.target_network.state_dict())
     actor.version = 0  # the weights are there: no fetch from Ray
-    actor.rng.bit_generator.state = model._rng.bit_generator.state
     batches = [model.replay_buffer.sample(4, model.target_config, model._rng, 1.0)]
-    arrays, _ = actor.targets(batches, 0, [])
-    expected_targets = model._reanalysis().targets(batches, model._rng)
+    actor.rng.bit_generator.state = model._rng.bit_generator.state  # the same search noise
+    arrays, counts, _ = actor.targets(batches, 0, [])
+    expected_counts = ReanalysisCounts()
+    expected_targets = model._reanalysis().targets(batches, model._rng, expected_counts)
     for got, expected in zip(arrays[0], expected_targets[0]):
         np.testing.assert_array_equal(got, expected.numpy())
+    fields = ("reanalysed", "compared", "overturned", "dropped")
+    assert [getattr(counts, f) for f in fields] == [getattr(expected_counts, f) for f in fields]
+    np.testing.assert_array_equal(counts.actions, expected_counts.actions)
+    assert counts.reanalysed > 0
+
+
+def _gumbel(tiny_mlp, toy, **kwargs):
+    """A vector model trained with Gumbel searches, every target reanalysed."""
+    search = dict(method="gumbel", num_considered_actions=2, gumbel_scale=1.0)
+    model = DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), search_kwargs=search,
+                      **{**FAST, "reanalyze_ratio": 1.0, **kwargs})
+    model.learn(40)
+    return model
+
+
+def test_reanalysis_leaves_the_stored_arrays_unchanged(tiny_mlp, toy):
+    model = _trained("vector", tiny_mlp, toy, False)
+    batch = model.replay_buffer.sample(16, model.target_config, model._rng, 1.0)
+    stored, stored_mask = batch.stored_policy.copy(), batch.stored_policy_mask.copy()
+    (_, policies, mask), = compute_targets(
+        model.policy.target_network, model.policy.mcts, [batch], np.random.default_rng(0), frame_stack=1,
+        reanalyze_ratio=1.0, chunk=None, device=torch.device("cpu"),
+    )
+    np.testing.assert_array_equal(batch.stored_policy, stored)
+    np.testing.assert_array_equal(batch.stored_policy_mask, stored_mask)
+    assert not np.allclose(policies.numpy(), stored)  # the targets did change
+    policies += 1.0
+    mask += 1.0
+    np.testing.assert_array_equal(batch.stored_policy, stored)  # and share no memory with the batch
+    np.testing.assert_array_equal(batch.stored_policy_mask, stored_mask)
+
+
+def test_the_consistency_filter_drops_exactly_the_targets_whose_top_action_the_search_did_not_select(tiny_mlp, toy):
+    model = _gumbel(tiny_mlp, toy)
+    batch = model.replay_buffer.sample(32, model.target_config, model._rng, 1.0)
+    net, mcts, cpu = model.policy.target_network, model.policy.mcts, torch.device("cpu")
+    settings = dict(frame_stack=1, reanalyze_ratio=1.0, chunk=None, device=cpu)
+    (_, unfiltered, unfiltered_mask), = compute_targets(net, mcts, [batch], np.random.default_rng(0), **settings)
+    counts = ReanalysisCounts()
+    (_, policies, mask), = compute_targets(
+        net, mcts, [batch], np.random.default_rng(0), consistency_filter=True, counts=counts, **settings
+    )
+    rows, cols = np.nonzero(batch.policy_valid)  # every valid position is reanalysed, in this order
+    with torch.no_grad():
+        root = net.initial_inference(batch_stacks(batch, batch.policy_offset, 1, cpu)[rows, cols])
+    search = mcts.search(net, root.latent, root.policy_logits, np.random.default_rng(0), True,
+                         root_value_logits=root.value_logits)
+    top = search.policy.argmax(axis=1)
+    disagree = top != search.actions
+    assert 0 < disagree.sum() < len(disagree)  # both kinds are there
+    torch.testing.assert_close(policies, unfiltered)  # the same targets: only the mask differs
+    assert unfiltered_mask[rows, cols].all()
+    expected = unfiltered_mask.clone()
+    expected[rows[disagree], cols[disagree]] = 0.0
+    torch.testing.assert_close(mask, expected)
+    stored = batch.stored_policy_mask[rows, cols] > 0
+    assert stored.any()
+    overturned = batch.stored_policy[rows, cols].argmax(axis=1)[stored] != top[stored]
+    assert (counts.reanalysed, counts.compared, counts.overturned, counts.dropped) == (
+        len(rows), stored.sum(), overturned.sum(), disagree.sum()
+    )
+    np.testing.assert_array_equal(counts.actions, np.bincount(top, minlength=2))
+
+
+def test_each_round_logs_the_overturned_targets_and_the_share_of_each_action(tiny_mlp, toy):
+    model = _gumbel(tiny_mlp, toy, consistency_filter=True)
+    model.train(2, 8)
+    logged = model.logger.name_to_value
+    assert 0.0 <= logged["reanalysis/overturned"] <= 1.0
+    assert 0.0 <= logged["reanalysis/dropped"] <= 1.0
+    assert logged["reanalysis/action_share_0"] + logged["reanalysis/action_share_1"] == pytest.approx(1.0)
+    model = _trained("vector", tiny_mlp, toy, False, reanalyze_ratio=0.0, steps=20)
+    model.train(1, 8)
+    assert "reanalysis/overturned" not in model.logger.name_to_value  # nothing reanalysed, nothing logged
+    assert "train/loss" in model.logger.name_to_value
+
+
+def test_the_filter_and_a_chunk_reach_the_worker_process_and_the_filter_is_saved(tmp_path, tiny_mlp, toy):
+    model = _gumbel(tiny_mlp, toy, consistency_filter=True, prefetch="process", actor_kwargs=dict(reanalysis_chunk=5))
+    assert model._reanalysis().config.consistency_filter and model._reanalysis().config.chunk == 5
+    thread = _gumbel(tiny_mlp, toy, consistency_filter=True, prefetch=True, actor_kwargs=dict(reanalysis_chunk=5))
+    for name, value in thread.policy.network.state_dict().items():
+        assert torch.equal(model.policy.network.state_dict()[name], value), name
+    model.save(tmp_path / "model")
+    loaded = DelayedEZ.load(tmp_path / "model", env=toy("vector"))
+    assert loaded.consistency_filter is True and loaded._reanalysis().config.consistency_filter
+    assert loaded.actor_config.reanalysis_chunk is None  # a run setting: not in the file
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(consistency_filter="yes"), TypeError, "consistency_filter must be True or False, got 'yes'"),
+        (dict(consistency_filter=1), TypeError, "consistency_filter must be True or False, got 1"),
+        (dict(actor_kwargs=dict(reanalysis_chunk=0)), ValueError, "reanalysis_chunk"),
+        (dict(actor_kwargs=dict(reanalysis_chunk=2.5)), (TypeError, ValueError), "reanalysis_chunk"),
+    ],
+)
+def test_bad_reanalysis_settings_are_named(kwargs, error, match, tiny_mlp, toy):
+    with pytest.raises(error, match=match):
+        DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), **kwargs)
+
+
+def test_the_former_flat_reanalysis_chunk_moves_into_the_run_settings(tiny_mlp, toy):
+    with pytest.warns(FutureWarning, match=r"reanalysis_chunk -> actor_kwargs\['reanalysis_chunk'\]"):
+        model = DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), reanalysis_chunk=64)
+    assert model.actor_config.reanalysis_chunk == 64 and model._reanalysis().config.chunk == 64
+    with pytest.warns(UserWarning, match=r"pass actor_kwargs=\{'reanalysis_chunk': 256\} to load"):
+        settings = settings_from_file({"reanalysis_chunk": 256, "gamma": 0.9}, "the model file old.zip")
+    assert settings == {"gamma": 0.9}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        with pytest.warns(FutureWarning):
+            assert settings_from_file({"reanalysis_chunk": None}, "the model file old.zip") == {}
 
 
 _ORPHAN_SCRIPT = """
