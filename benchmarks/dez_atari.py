@@ -32,6 +32,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from delayzoo import DelayedEZ
 from delayzoo.agents.common.checks import device_argument
+from delayzoo.agents.delayed_ez.reanalysis import Reanalysis
 from delayzoo.wrappers import ExecutionDelay, PendingActionsObservation, RandomWalkDelay
 from delayzoo.wrappers.atari import FrameStack
 
@@ -91,7 +92,8 @@ def main() -> None:
 
     spent = {"acting": 0.0, "reanalysis": 0.0, "targets": 0.0}
     for owner, name, part in (
-        (model.policy, "act", "acting"), (model, "_targets", "reanalysis"), (model.replay_buffer, "sample", "targets")
+        (model.policy, "act", "acting"), (Reanalysis, "targets", "reanalysis"),
+        (model.replay_buffer, "sample", "targets"),
     ):
         inner = getattr(owner, name)
 

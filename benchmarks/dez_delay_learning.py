@@ -19,8 +19,9 @@ retained fraction is the mean return over the seeds at a delay over the mean at 
 ``-params`` overrides the entry's values (YAML values); a keyword group's keys (``search_kwargs:
 {method: gumbel}``) override the entry's group key by key, the rest of the group staying the entry's.
 
-``--json`` appends one JSON line per run (curve, wall and CPU seconds, the reanalysis worker's
-included), so runs split across processes can be collected; ``--table FILE`` prints them and exits.
+``--json`` appends one JSON line per run (curve, the mean ``reanalysis/*`` logs between evaluations, wall and
+CPU seconds, the reanalysis worker's included), so runs split across processes can be collected;
+``--table FILE`` prints them and exits.
 """
 
 from __future__ import annotations
@@ -81,14 +82,22 @@ def build(
 
 
 class Curve(BaseCallback):
-    """Evaluate every ``every`` steps (``episodes`` deterministic episodes) and print the result."""
+    """Evaluate every ``every`` steps (``episodes`` deterministic episodes) and print the result; keep the mean of
+    each ``reanalysis/*`` log over the rounds between two evaluations."""
 
     def __init__(self, every: int, episodes: int, max_delay: int, label: str, init_action: str = "noop") -> None:
         super().__init__()
         self.every, self.episodes, self.label = every, episodes, label
         self.env = DummyVecEnv([lambda: make_env(max_delay, init_action)] * 8)
         self.points: list[tuple[int, float]] = []
+        self.reanalysis: list[tuple[int, dict[str, float]]] = []
+        self._logged: dict[str, list[float]] = {}
         self._next = every
+
+    def _on_rollout_start(self) -> None:  # the previous round's logs are still in the logger here
+        for key, value in self.model.logger.name_to_value.items():
+            if key.startswith("reanalysis/"):
+                self._logged.setdefault(key.removeprefix("reanalysis/"), []).append(float(value))
 
     def _on_step(self) -> bool:
         if self.num_timesteps >= self._next:
@@ -96,7 +105,10 @@ class Curve(BaseCallback):
             self.env.seed(10_000)
             mean, _ = evaluate_policy(self.model, self.env, n_eval_episodes=self.episodes, deterministic=True)
             self.points.append((self.num_timesteps, float(mean)))
-            print(f"{self.label} steps={self.num_timesteps} eval_mean={mean:.1f}", flush=True)
+            shares = {key: round(float(np.mean(values)), 4) for key, values in sorted(self._logged.items())}
+            self.reanalysis.append((self.num_timesteps, shares))
+            self._logged = {}
+            print(f"{self.label} steps={self.num_timesteps} eval_mean={mean:.1f} reanalysis={shares}", flush=True)
         return True
 
 
@@ -126,6 +138,7 @@ def run(max_delay: int, mode: str, seed: int, steps: int | None = None, eval_eve
         "init_action": init_action if max_delay > 0 else None,
         "steps": model.num_timesteps,
         "curve": curve.points,
+        "reanalysis": curve.reanalysis,
         "wall_s": round(time.perf_counter() - wall, 1),
         "cpu_s": round(time.process_time() - cpu + worker_cpu, 1),
         "threads": torch.get_num_threads(),
