@@ -127,9 +127,8 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
     :param num_unroll_steps: model unroll steps per sample (K)
     :param td_steps: n of the n-step value targets
     :param reanalyze_ratio: share of each batch whose policy targets a search with the target network recomputes
-    :param consistency_filter: drop a recomputed policy target whose top action is not the action its search
-        selected (EfficientZero V2's filter; it acts under ``search_kwargs=dict(method="gumbel")``: pUCT's
-        target and choice agree by construction)
+    :param consistency_filter: drop a recomputed policy target whose top action is not its search's choice
+        (EfficientZero V2's filter; only the Gumbel search's two can differ)
     :param use_root_value: bootstrap the value targets from the root value of a search with the target network
         (EfficientZero's ``--use_root_value``, off there too): reanalysis then costs about twice as much
     :param forward_model: roll the dynamics through the pending actions before searching (False: Oblivious-EZ)
