@@ -20,6 +20,7 @@ import io
 import json
 import os
 import pathlib
+import warnings
 import zipfile
 from typing import Any, ClassVar, TypeVar
 
@@ -293,6 +294,27 @@ class PlainSaveMixin(BaseAlgorithm):
         ]
 
     @classmethod
+    def _without_run_settings(cls, settings: dict[str, Any], where: Any) -> dict[str, Any]:
+        """A model file's settings without the :attr:`run_settings` that an earlier version saved under another
+        name and :meth:`upgrade_settings` moved there; a warning says how to pass those that were set."""
+        result = dict(settings)
+        given = {name: result.pop(name) for name in cls.run_settings if name in result}
+        given = {
+            name: {key: item for key, item in value.items() if item is not None} if isinstance(value, dict) else value
+            for name, value in given.items()
+        }
+        given = {name: value for name, value in given.items() if value not in (None, {})}
+        if given:
+            keywords = ", ".join(f"{name}={value!r}" for name, value in given.items())
+            warnings.warn(
+                f"the model file {where} sets {keywords}, now run settings, which a model file does not hold: "
+                f"pass {keywords} to load to keep them",
+                UserWarning,
+                stacklevel=4,
+            )
+        return result
+
+    @classmethod
     def upgrade_settings(cls, settings: dict[str, Any], where: str) -> dict[str, Any]:
         """Constructor keywords of an earlier version (in a model file, a run's hyperparameters) as this version
         takes them (a hook; ``where`` says where they come from, for the warning an agent may give)."""
@@ -411,7 +433,7 @@ class PlainSaveMixin(BaseAlgorithm):
         for name, value in counters.items():
             if type(value) is not int or value < 0:
                 raise TypeError(f"counter {name!r} must be an integer >= 0, got {value!r}")
-        saved = cls.upgrade_settings(dict(data["init"]), f"the model file {where}")
+        saved = cls._without_run_settings(cls.upgrade_settings(dict(data["init"]), f"the model file {where}"), where)
         unknown = sorted(set(saved) - set(cls._settings_names()))
         if unknown:
             raise ValueError(f"its settings name {unknown}, which {cls.__name__} does not take")

@@ -36,7 +36,6 @@ __all__ = [
     "check_group",
     "regroup",
     "regroup_keywords",
-    "settings_from_file",
 ]
 
 SEARCH_METHODS = ("puct", "gumbel")
@@ -329,22 +328,6 @@ def regroup(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         FutureWarning,
         stacklevel=3,
     )
-    return result
-
-
-def settings_from_file(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """A model file's settings (``where``: the file, for the warnings) with the flat keywords of earlier versions
-    moved into their groups (:func:`regroup`); the run settings among them (``reanalysis_chunk``, now in
-    ``actor_kwargs``) are not taken from a file: a warning says how to pass one that was set."""
-    result = regroup(settings, where)
-    run = {key: value for key, value in (result.pop("actor_kwargs", None) or {}).items() if value is not None}
-    if run:
-        warnings.warn(
-            f"{where} sets {run}, now run settings, which a model file does not hold: pass actor_kwargs={run!r} "
-            "to load to keep them",
-            UserWarning,
-            stacklevel=3,
-        )
     return result
 
 

@@ -45,7 +45,6 @@ from delayzoo.agents.delayed_ez.config import (
     check_group,
     regroup,
     regroup_keywords,
-    settings_from_file,
 )
 from delayzoo.agents.delayed_ez.distributed import ActorRun, RayActorsMixin, actor_env_factory, env_for_spaces
 from delayzoo.agents.delayed_ez.losses import LossCoefficients
@@ -358,8 +357,8 @@ class DelayedEZ(PlainSaveMixin, RayActorsMixin, OffPolicyAlgorithm):
 
     @classmethod
     def upgrade_settings(cls, settings: dict[str, Any], where: str) -> dict[str, Any]:
-        """A model file's settings of an earlier version in today's form (:func:`settings_from_file`)."""
-        return settings_from_file(settings, where)
+        """The flat keywords of earlier versions moved into their groups, with a ``FutureWarning``."""
+        return regroup(settings, where)
 
     @classmethod
     def load(  # type: ignore[override]

@@ -1,10 +1,12 @@
 import gc
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,6 @@ import pytest
 import torch
 
 from delayzoo.agents.delayed_ez.actors import ReanalysisActor
-from delayzoo.agents.delayed_ez.config import settings_from_file
 from delayzoo.agents.delayed_ez.delayed_ez import DelayedEZ
 from delayzoo.agents.delayed_ez.reanalysis import (
     ProcessPrefetch,
@@ -282,17 +283,33 @@ def test_bad_reanalysis_settings_are_named(kwargs, error, match, tiny_mlp, toy):
         DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), **kwargs)
 
 
-def test_the_former_flat_reanalysis_chunk_moves_into_the_run_settings(tiny_mlp, toy):
+def _with_init(path: Path, **settings) -> None:
+    """Rewrite a model file's saved settings as an earlier version wrote them."""
+    with zipfile.ZipFile(path) as file:
+        entries = {name: file.read(name) for name in file.namelist()}
+    data = json.loads(entries["data"])
+    data["init"].update(settings)
+    entries["data"] = json.dumps(data).encode()
+    with zipfile.ZipFile(path, "w") as file:
+        for name, content in entries.items():
+            file.writestr(name, content)
+
+
+def test_the_former_flat_reanalysis_chunk_moves_into_the_run_settings(tmp_path, tiny_mlp, toy):
     with pytest.warns(FutureWarning, match=r"reanalysis_chunk -> actor_kwargs\['reanalysis_chunk'\]"):
         model = DelayedEZ("MlpPolicy", toy("vector"), policy_kwargs=dict(net_kwargs=tiny_mlp), reanalysis_chunk=64)
     assert model.actor_config.reanalysis_chunk == 64 and model._reanalysis().config.chunk == 64
+    model.save(tmp_path / "old.zip")
+    _with_init(tmp_path / "old.zip", reanalysis_chunk=256)  # an earlier version saved it flat
     with pytest.warns(UserWarning, match=r"pass actor_kwargs=\{'reanalysis_chunk': 256\} to load"):
-        settings = settings_from_file({"reanalysis_chunk": 256, "gamma": 0.9}, "the model file old.zip")
-    assert settings == {"gamma": 0.9}
+        with pytest.warns(FutureWarning, match="reanalysis_chunk"):
+            loaded = DelayedEZ.load(tmp_path / "old.zip", env=toy("vector"))
+    assert loaded.actor_config.reanalysis_chunk is None
+    _with_init(tmp_path / "old.zip", reanalysis_chunk=None)  # the default: nothing to pass again
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         with pytest.warns(FutureWarning):
-            assert settings_from_file({"reanalysis_chunk": None}, "the model file old.zip") == {}
+            DelayedEZ.load(tmp_path / "old.zip", env=toy("vector"))
 
 
 _ORPHAN_SCRIPT = """
