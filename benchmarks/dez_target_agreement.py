@@ -6,8 +6,10 @@ Trains the ``CartPole-v1`` entry of ``hyperparams/delayed_ez.yml`` for ``--steps
 target, and searches each ``--repeats`` times with the target network, as reanalysis does (with its root
 noise) and without the noise, at each of ``--simulations``. For each setting it prints the share of positions
 whose top action differs between two repeats (the noise floor of ``reanalysis/overturned``), between a repeat
-and the stored search (what ``reanalysis/overturned`` logs), the top action's mean share of the root visits,
-and the share of the commonest top action.
+and the stored search (what ``reanalysis/overturned`` logs), and from a linear controller that scores 500
+(:data:`CONTROLLER`; one good policy among many, so a yardstick, not the truth), with the stored search's
+disagreement with the controller, the top action's mean share of the root visits and the share of the
+commonest top action.
 
     python benchmarks/dez_target_agreement.py --steps 6000 --seed 100 --simulations 16 64
 """
@@ -31,6 +33,9 @@ from delayzoo.agents.delayed_ez.mcts import MCTS
 from delayzoo.agents.delayed_ez.reanalysis import batch_stacks
 from delayzoo.version import source_commit
 
+CONTROLLER = np.array([0.1, 0.5, 1.0, 1.0])
+"""Push right when ``CONTROLLER . observation > 0``: 500 on each of 10 CartPole-v1 episodes (seeds 1000-1009)."""
+
 
 def flip_rate(tops: list[np.ndarray]) -> float:
     """Mean share of positions whose top actions differ, over every pair of repeats."""
@@ -47,7 +52,12 @@ def agreement(model, simulations: int, repeats: int, positions: int, rng: np.ran
     with torch.no_grad():
         root = net.initial_inference(batch_stacks(batch, batch.policy_offset, model.frame_stack, cpu)[rows, cols])
     stored = batch.stored_policy[rows, cols].argmax(axis=1)
-    result: dict[str, float] = {"simulations": simulations, "positions": len(rows)}
+    observations = batch_stacks(batch, batch.policy_offset, model.frame_stack, cpu)[rows, cols].numpy()
+    controller = (observations.reshape(len(rows), -1)[:, -4:] @ CONTROLLER > 0).astype(int)
+    result: dict[str, float] = {
+        "simulations": simulations, "positions": len(rows),
+        "stored_controller_flip": round(float(np.mean(stored != controller)), 4),
+    }
     for noise in (True, False):
         tops, top_shares = [], []
         for _ in range(repeats):
@@ -58,6 +68,7 @@ def agreement(model, simulations: int, repeats: int, positions: int, rng: np.ran
         name = "noise" if noise else "no_noise"
         result[f"{name}_repeat_flip"] = round(flip_rate(tops), 4)
         result[f"{name}_stored_flip"] = round(float(np.mean([np.mean(top != stored) for top in tops])), 4)
+        result[f"{name}_controller_flip"] = round(float(np.mean([np.mean(top != controller) for top in tops])), 4)
         result[f"{name}_top_visit_share"] = round(float(np.mean(top_shares)), 4)
         commonest = np.bincount(np.concatenate(tops)).max() / (repeats * len(rows))
         result[f"{name}_commonest_action"] = round(float(commonest), 4)
