@@ -86,17 +86,9 @@ class ReanalysisCounts:
         self.add_actions(np.bincount(top, minlength=stored.shape[-1]))
 
     def add_actions(self, actions: np.ndarray) -> None:
-        """Add per-action counts (as long as the longer of the two)."""
+        """Add per-action counts (the longer of the two sets the length)."""
         size = max(len(self.actions), len(actions))
         self.actions = np.pad(self.actions, (0, size - len(self.actions))) + np.pad(actions, (0, size - len(actions)))
-
-    def add(self, other: ReanalysisCounts) -> None:
-        """Add another round's (or another actor's) counts."""
-        self.reanalysed += other.reanalysed
-        self.compared += other.compared
-        self.overturned += other.overturned
-        self.dropped += other.dropped
-        self.add_actions(other.actions)
 
     def record(self, logger: Any, consistency_filter: bool) -> None:
         """Log the shares: ``reanalysis/overturned`` (of the fresh targets with a stored one),
