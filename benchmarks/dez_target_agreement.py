@@ -49,10 +49,11 @@ def agreement(model, simulations: int, repeats: int, positions: int, rng: np.ran
     cpu = torch.device("cpu")
     net = model.policy.target_network
     mcts = MCTS(int(model.action_space.n), dataclasses.replace(model.search_config, num_simulations=simulations))
+    stacks = batch_stacks(batch, batch.policy_offset, model.frame_stack, cpu)[rows, cols]
     with torch.no_grad():
-        root = net.initial_inference(batch_stacks(batch, batch.policy_offset, model.frame_stack, cpu)[rows, cols])
+        root = net.initial_inference(stacks)
     stored = batch.stored_policy[rows, cols].argmax(axis=1)
-    observations = batch_stacks(batch, batch.policy_offset, model.frame_stack, cpu)[rows, cols].numpy()
+    observations = stacks.numpy()
     controller = (observations.reshape(len(rows), -1)[:, -4:] @ CONTROLLER > 0).astype(int)
     result: dict[str, float] = {
         "simulations": simulations, "positions": len(rows),
