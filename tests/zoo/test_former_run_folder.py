@@ -58,14 +58,13 @@ def test_the_old_run_resumes_from_its_flat_entry_and_records_the_groups(old_run,
 
 
 def test_a_committed_benchmark_cells_hyperparameters_build_the_agent_in_the_groups():
-    """The delay benchmark's DelayedEZ cells were trained before the groups: their config.yml builds the same
-    agent, with the FutureWarning."""
+    """The delay benchmark's first DelayedEZ cells were trained before the groups: their config.yml
+    (``data/benchmark_cell_before_groups``, copied from the CartPole seed-0 cell) builds the same agent, with the
+    FutureWarning."""
     from delayzoo.agents.delayed_ez import DelayedEZ
     from delayzoo.zoo.trust import safe_hyperparams
-    from tests.zoo.helpers import REPO
 
-    cell = REPO / "docs/results/delay-benchmark/delayed_ez_CartPole-v1_random-walk0_seed0"
-    config = read_run_yaml(cell / "delayed_ez" / "CartPole-v1_1" / "CartPole-v1" / "config.yml")
+    config = read_run_yaml(RUN.with_name("benchmark_cell_before_groups") / "config.yml")
     settings = {key: value for key, value in config.items()
                 if key not in ("delay", "env_wrapper", "n_envs", "n_timesteps", "policy", "frame_stack")}
     settings = safe_hyperparams(settings, "the committed cell's config.yml")
