@@ -23,6 +23,7 @@ import json
 import os
 import pathlib
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -119,12 +120,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--save-freq", type=int, default=10_000, help="steps between checkpoints")
     parser.add_argument("--episodes", type=int, default=16, help="evaluation episodes per checkpoint")
     parser.add_argument("-f", "--log-folder", type=pathlib.Path, default=ROOT / "runs" / "entry-study")
-    parser.add_argument("--train-args", nargs="*", default=[], help="more train flags (--preset ...)")
-    parser.add_argument("--eval-args", nargs="*", default=[], help="more eval flags (--n-envs 8)")
+    parser.add_argument("--train-args", nargs="*", action="extend", type=shlex.split, default=[],
+                        help='more train flags, quoted: --train-args "--preset benchmark"')
+    parser.add_argument("--eval-args", nargs="*", action="extend", type=shlex.split, default=[],
+                        help='more eval flags, quoted: --eval-args "--n-envs 8"')
     parser.add_argument("--json", type=pathlib.Path, help="append one JSON line per run to this file")
     parser.add_argument("--table", type=pathlib.Path, help="print the runs of a --json file and exit")
     parser.add_argument("-params", nargs="*", default=[], help="hyperparameter overrides, as the zoo's train takes")
     args = parser.parse_args(argv)
+    args.train_args = [token for tokens in args.train_args for token in tokens]
+    args.eval_args = [token for tokens in args.eval_args for token in tokens]
     if args.table:
         print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
         return
