@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("entry_study", REPO / "benchmarks" / "entry_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks.scripts import load_script
 
 
 def test_quoted_train_and_eval_flags_are_split_into_the_commands(monkeypatch, tmp_path):
-    script = _script()
+    script = load_script("entry_study")
     commands = []
     monkeypatch.setattr(script, "_run", lambda argv: commands.append(argv) or 0.0)
     monkeypatch.setattr(script, "read_curve", lambda path: ([[10, 1.0], [20, 2.0], [30, 3.0]], []))

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 
 from delayzoo.zoo.trust import parse_kwargs
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("pwm_update", REPO / "benchmarks" / "pwm_update.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.benchmarks.scripts import REPO, load_script
 
 
 def test_sizes_are_the_models_of_their_pwm_yml_entries():
-    script = _script()
+    script = load_script("pwm_update")
     entries = yaml.safe_load((REPO / "delayzoo" / "hyperparams" / "pwm.yml").read_text())
     for size, entry in (("cartpole", "CartPole-v1@benchmark"), ("minatar", "MinAtar/Breakout-v1")):
         kwargs = parse_kwargs(entries[entry]["policy_kwargs"], entry)
