@@ -20,8 +20,8 @@ Weights travel through Ray's object store by version: the online network every
 ``self_play_update_interval`` updates, the target network at every refresh. Faults are Ray's: actors are
 created with ``max_restarts`` and ``max_task_retries`` (a killed actor is restarted and its call retried;
 an exception in a call is retried after the actor restarted its episodes); when the retries run out,
-the error (with the actor's traceback) stops ``learn``. Actors that cannot be placed within
-``placement_timeout`` seconds stop it with the resources they asked for.
+the error (with the actor's traceback) stops ``learn``. Actors not ready within ``placement_timeout``
+seconds stop it, saying whether the cluster lacks what they asked for or they were still starting.
 
 Stopping: :meth:`ActorRun.close` at the end of ``learn`` (also on an error or Ctrl-C) stops the actors and a
 Ray the run started. SIGTERM, where it has its default handler and ``learn`` runs in the main thread, does
@@ -219,14 +219,27 @@ class ActorRun:
             for ref in ready:
                 ray.get(ref)  # an actor whose construction failed raises its error here
             if len(ready) < len(refs):
-                available = {key: round(value, 2) for key, value in ray.available_resources().items()
-                             if key in ("CPU", "GPU")}
-                raise RuntimeError(
-                    f"{len(refs) - len(ready)} of {len(refs)} {name}s could not be placed within "
-                    f"{config.placement_timeout:g} s: each asks for {resources}, and the Ray cluster has "
-                    f"{available} free; lower the actors' resources (self_play_resources / reanalysis_resources), "
-                    "use fewer actors, or free the cluster"
-                )
+                raise RuntimeError(self._not_ready_message(len(refs) - len(ready), len(refs), name, resources))
+
+    def _not_ready_message(self, missing: int, count: int, name: str, resources: dict[str, float]) -> str:
+        """Why ``missing`` of ``count`` actors were not ready in time: the cluster lacks what one asks for, or it
+        has it and their processes were still starting (a busy machine)."""
+        timeout = self.config.placement_timeout
+        available = {key: round(value, 2) for key, value in self.ray.available_resources().items()
+                     if key in ("CPU", "GPU")}
+        asked = {"CPU": resources.get("num_cpus", 0.0), "GPU": resources.get("num_gpus", 0.0)}
+        if all(available.get(key, 0.0) >= value for key, value in asked.items()):
+            return (
+                f"{missing} of {count} {name}s were not ready within {timeout:g} s although the Ray cluster has "
+                f"{available} free, enough for one asking for {resources}: their processes were still starting "
+                "(a busy machine starts them slowly); pass a longer actor_kwargs=dict(placement_timeout=...) "
+                "or free the machine"
+            )
+        return (
+            f"{missing} of {count} {name}s could not be placed within {timeout:g} s: each asks for {resources}, "
+            f"and the Ray cluster has {available} free; lower the actors' resources (self_play_resources / "
+            "reanalysis_resources), use fewer actors, or free the cluster"
+        )
 
     # ------------------------------------------------------------------ weights
     def updated(self, model: Any, target_refreshed: bool) -> None:

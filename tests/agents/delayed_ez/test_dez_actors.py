@@ -154,6 +154,17 @@ def test_actors_that_cannot_be_placed_stop_learn_naming_the_resources(local_ray)
         model.learn(300)
 
 
+def test_actors_that_fit_but_are_not_ready_in_time_say_so_and_not_that_resources_lack(local_ray):
+    model = DelayedEZ(
+        "MultiInputPolicy", make_env, actor_kwargs=dict(self_play_actors=1, placement_timeout=0.001), **SETTINGS
+    )
+    expected = (r"1 of 1 SelfPlayActors were not ready within 0.001 s although the Ray cluster has \{'CPU': .*\} "
+                r"free, enough for one asking for .*placement_timeout")
+    with pytest.raises(RuntimeError, match=expected):
+        model.learn(300)
+    assert model._actors is None
+
+
 def test_an_env_the_actors_cannot_rebuild_is_a_value_error_saying_what_to_pass():
     with pytest.raises(ValueError, match="pass an env id string or a picklable function that returns a new env"):
         DelayedEZ("MultiInputPolicy", DummyVecEnv([make_env]), actor_kwargs=dict(self_play_actors=1), **SETTINGS)
