@@ -23,8 +23,11 @@ from tests.agents.delayed_ez.conftest import TINY_MLP
 
 ray = pytest.importorskip("ray")
 
+STARTUP = 600
+"""``placement_timeout`` of the tests' actors: on a loaded 2-core machine their processes took over 120 s to start."""
 ACTORS = dict(
-    actor_kwargs=dict(self_play_actors=2, reanalysis_actors=1, envs_per_actor=2, self_play_update_interval=10)
+    actor_kwargs=dict(self_play_actors=2, reanalysis_actors=1, envs_per_actor=2, self_play_update_interval=10,
+                      placement_timeout=STARTUP)
 )
 SETTINGS = dict(
     learning_starts=100, batch_size=16, num_simulations=4, replay_buffer_kwargs=dict(segment_length=20),
@@ -93,7 +96,8 @@ def test_a_model_trained_with_actors_loads_and_trains_in_process_and_back(traine
     assert plain.actor_kwargs == {} and not plain.actor_config.active  # run settings are not saved
     plain.learn(30, reset_num_timesteps=False)
     distributed = DelayedEZ.load(
-        folder / "model.zip", env=make_env, actor_kwargs=dict(self_play_actors=1, envs_per_actor=2)
+        folder / "model.zip", env=make_env,
+        actor_kwargs=dict(self_play_actors=1, envs_per_actor=2, placement_timeout=STARTUP),
     )
     before = distributed.num_timesteps
     distributed.learn(200, reset_num_timesteps=False)
@@ -135,8 +139,8 @@ class _Broken(gym.Wrapper):
 
 def test_an_actor_that_keeps_failing_stops_learn_with_its_traceback(local_ray):
     model = DelayedEZ(
-        "MultiInputPolicy", lambda: _Broken(make_env()), actor_kwargs=dict(self_play_actors=1, actor_max_restarts=1),
-        **SETTINGS
+        "MultiInputPolicy", lambda: _Broken(make_env()),
+        actor_kwargs=dict(self_play_actors=1, actor_max_restarts=1, placement_timeout=STARTUP), **SETTINGS
     )
     with pytest.raises(RuntimeError, match="SelfPlayActor 0 failed 2 times") as failure:
         model.learn(300)
