@@ -6,18 +6,20 @@
     python -m delayzoo.zoo.study --quick -f logs/quick    # CartPole, delays 0 and 5, one seed, minutes
 
 runs the grid of ``delayzoo/zoo/data/delay-benchmark.yml`` (``--quick``: ``delay-benchmark-quick.yml``;
-``--grid FILE`` another one) with :mod:`delayzoo.zoo.sweep` on Ray: CartPole-v1 at random-walk delays
-of at most 0, 2, 5 and 10 steps and MinAtar/Breakout-v1 at 0, 5 and 10 (p = 0.2, random filler actions
-at reset); PPO without and with the pending view, DelayedEZ with its forward model and the paper's
-Oblivious-EZ, PWM in forecast, augmented (CartPole only) and oblivious mode; seeds 0, 1 and 2. At delay
-0 each algorithm runs once. Every checkpoint of every run is evaluated on ``--eval-n-episodes`` (16)
+``--grid FILE`` another one) with :mod:`delayzoo.zoo.sweep` on Ray: CartPole-v1 at random-walk delays of at
+most 0, 2, 5 and 10 steps and MinAtar/Breakout-v1 at 0, 5 and 10 (p = 0.2, random filler actions at reset)
+with PPO without and with the pending view and DelayedEZ with its forward model and the paper's Oblivious-EZ;
+Pendulum-v1 at 0, 5 and 10 and dm_control/cartpole-swingup-v0 at 0 and 5 with SAC without and with the view;
+PWM everywhere in forecast, augmented (CartPole only) and oblivious mode; seeds 0, 1 and 2 (CartPole 0-4). At
+delay 0 each algorithm runs once. Every checkpoint of every run is evaluated on ``--eval-n-episodes`` (16)
 episodes, and :mod:`delayzoo.zoo.random_play` plays each env and delay at random by the same protocol
 (``<log folder>/random-play.csv``); then :mod:`delayzoo.zoo.plot` ``--by-delay --grid`` writes, under
 ``<log folder>/plots`` (``-o``), per env the final return (the mean of the last 3 evaluations) against the
 maximum delay with 95% bootstrap intervals over seeds, the learning curves, and the return at the env's
-``budget:`` (CartPole-v1 20k env steps, MinAtar/Breakout-v1 50k: every agent at an equal budget), with
-``by-delay.md`` and ``at-steps.md`` (the same numbers and the fraction of its delay-0 return each agent
-keeps). An env's ``seeds:`` in the grid file gives it other seeds than the grid's.
+``budget:`` (CartPole-v1 20k env steps, MinAtar/Breakout-v1 50k, Pendulum-v1 20k, the swing-up 50k agent
+steps: every agent at an equal budget), with ``by-delay.md`` and ``at-steps.md`` (the same numbers and the
+fraction of its delay-0 return each agent keeps). An env's ``seeds:`` in the grid file gives it other seeds
+than the grid's.
 
 The study resumes cell by cell: launch the same command again after an interruption, or on another
 machine from committed results (a cell whose eval CSV is complete counts as done without its model).

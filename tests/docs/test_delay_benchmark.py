@@ -61,7 +61,11 @@ def test_the_figures_depend_on_the_committed_files_only_not_on_their_file_times(
 def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_from_the_csvs():
     """Every agent at 20k CartPole-v1 steps (the numbers read by hand from the CSVs: PWM over seeds 0-2,
     PPO and DelayedEZ over seeds 0-4); every cell has its checkpoint at the grid's budget, PPO's included."""
-    assert load_grid(GRID).budgets == {"CartPole-v1": 20000, "MinAtar/Breakout-v1": 50000}
+    budgets = load_grid(GRID).budgets
+    assert {env: budgets[env] for env in ("CartPole-v1", "MinAtar/Breakout-v1")} == {
+        "CartPole-v1": 20000,
+        "MinAtar/Breakout-v1": 50000,
+    }
     table = (FIGURES / "at-steps.md").read_text()
     assert table.count("(not in the table): none.") == 2
     cartpole = table.split("\n\n")[1]  # the returns of the CartPole-v1 section

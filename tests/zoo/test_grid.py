@@ -143,6 +143,9 @@ def test_a_bad_grid_file_is_refused_naming_the_entry(tmp_path, text, message):
         load_grid(tmp_path / "missing.yml")
 
 
+CONTINUOUS = ("Pendulum-v1", "dm_control/cartpole-swingup-v0")
+
+
 def test_the_studys_grids_are_the_benchmark_the_issue_describes():
     cells = load_grid(GRID).cells()
     by_env = {env: [cell for cell in cells if cell.env_id == env] for env in ("CartPole-v1", "MinAtar/Breakout-v1")}
@@ -155,10 +158,26 @@ def test_the_studys_grids_are_the_benchmark_the_issue_describes():
     pairs = {"ppo", "ppo+view", "dez-forward", "dez-oblivious", "pwm-forecast", "pwm-oblivious"}
     assert cartpole_agents == pairs | {"pwm-augmented"}
     assert {cell.agent for cell in by_env["MinAtar/Breakout-v1"] if cell.delay > 0} == pairs
-    assert {cell.agent for cell in cells if cell.delay == 0} == {"ppo", "delayed_ez", "pwm"}
+    discrete = [cell for cell in cells if cell.env_id in by_env]
+    assert {cell.agent for cell in discrete if cell.delay == 0} == {"ppo", "delayed_ez", "pwm"}
     assert all("--init-action" in cell.delay_args for cell in cells if cell.delay > 0)
-    assert len(cells) == 5 * (3 + 3 * 7) + 3 * (3 + 2 * 6)
-    assert load_grid(GRID).budgets == {"CartPole-v1": 20000, "MinAtar/Breakout-v1": 50000}
+    continuous = {env: [cell for cell in cells if cell.env_id == env] for env in CONTINUOUS}
+    assert sorted({cell.delay for cell in continuous["Pendulum-v1"]}) == [0, 5, 10]
+    assert sorted({cell.delay for cell in continuous["dm_control/cartpole-swingup-v0"]}) == [0, 5]
+    for env, env_cells in continuous.items():
+        assert {cell.seed for cell in env_cells} == {0, 1, 2}, env
+        delayed = {cell.agent for cell in env_cells if cell.delay > 0}
+        assert delayed == {"sac", "sac+view", "pwm-forecast", "pwm-oblivious"}, env
+        assert {cell.agent for cell in env_cells if cell.delay == 0} == {"sac", "pwm"}
+    swingup_pwm = [cell.args for cell in continuous["dm_control/cartpole-swingup-v0"] if cell.algo == "pwm"]
+    assert all(args[args.index("--preset") + 1] == "benchmark" for args in swingup_pwm)  # the CPU-sized model
+    assert len(cells) == 5 * (3 + 3 * 7) + 3 * (3 + 2 * 6) + 3 * (2 + 2 * 4) + 3 * (2 + 1 * 4)
+    assert load_grid(GRID).budgets == {
+        "CartPole-v1": 20000,
+        "MinAtar/Breakout-v1": 50000,
+        "Pendulum-v1": 20000,
+        "dm_control/cartpole-swingup-v0": 50000,
+    }
     quick = load_grid(QUICK_GRID).cells()
     assert {(cell.env_id, cell.delay, cell.seed) for cell in quick} == {("CartPole-v1", 0, 0), ("CartPole-v1", 5, 0)}
     assert len(quick) == 3 + 6

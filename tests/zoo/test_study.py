@@ -64,8 +64,12 @@ def test_minatar_without_its_extra_exits_2_naming_it(tmp_path, capsys, monkeypat
 def test_a_dry_run_prints_the_projection_and_the_cells_of_the_benchmark(tmp_path, capsys):
     assert study.main(["-f", str(tmp_path / "logs"), "--dry-run"]) == 0
     output = capsys.readouterr().out
-    # CartPole-v1: 5 seeds x (3 delay-0 cells + 7 variants x 3 delays); MinAtar: 3 seeds x (3 + 6 x 2)
-    assert "CPU time projected for the 165 cell(s) left" in output and "165 cell(s); 165 to run:" in output
+    # CartPole-v1: 5 seeds x (3 delay-0 cells + 7 variants x 3 delays); MinAtar: 3 seeds x (3 + 6 x 2);
+    # Pendulum-v1: 3 x (2 + 4 x 2); the swing-up: 3 x (2 + 4 x 1)
+    assert "CPU time projected for the 213 cell(s) left" in output and "213 cell(s); 213 to run:" in output
+    assert "sac+view_Pendulum-v1_random-walk10+view_seed2: new" in output
+    assert "pwm-forecast_dm_control-cartpole-swingup-v0_random-walk5+view_seed0: new" in output
+    assert "ppo_Pendulum-v1_random-walk5_seed0" not in output and "sac_CartPole-v1" not in output
     assert "pwm-augmented_CartPole-v1_random-walk10+view_seed4: new" in output
     assert "dez-forward_MinAtar-Breakout-v1_random-walk5+view_seed3: new" not in output
     assert "dez-oblivious_MinAtar-Breakout-v1_random-walk5+view_seed0: new" in output

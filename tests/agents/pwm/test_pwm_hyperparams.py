@@ -1,4 +1,5 @@
-"""PWM's shipped MinAtar entry builds the model it names, and that model trains, saves and loads on MinAtar."""
+"""PWM's shipped CPU entries for pixels and control (MinAtar, DeepMind Control's cartpole swing-up) build the
+model they name, and that model trains, saves and loads on its env."""
 
 import dataclasses
 import pathlib
@@ -16,27 +17,37 @@ SMOKE = dict(learning_starts=64, batch_size=2, sequence_length=8, imagination_ho
 """Budgets shrunk for a short run; the entry's network and every other setting stay."""
 
 
-def minatar_entry() -> tuple[str, dict]:
-    entry = yaml.safe_load(HYPERPARAMS.read_text())["MinAtar/Breakout-v1"]
+def entry_kwargs(key: str) -> tuple[str, dict]:
+    entry = yaml.safe_load(HYPERPARAMS.read_text())[key]
     kwargs = {k: v for k, v in entry.items() if k not in ZOO_ONLY}
     kwargs["policy_kwargs"] = eval(kwargs["policy_kwargs"], {"th": th, "dict": dict})
     return entry["policy"], kwargs
 
 
-def test_minatar_entry_builds_what_it_names_and_trains_saves_and_loads(tmp_path):
-    pytest.importorskip("minatar")
-    from delayzoo.wrappers.minatar import make_minatar
+def make_env(key: str):
+    if key.startswith("MinAtar/"):
+        pytest.importorskip("minatar")
+        from delayzoo.wrappers.minatar import make_minatar
 
-    policy, kwargs = minatar_entry()
-    model = PWM(policy, make_minatar("MinAtar/Breakout-v1"), seed=0, **{**kwargs, **SMOKE})
-    for key, value in kwargs.items():
-        if key not in ("policy_kwargs", "train_freq", *SMOKE):
-            assert getattr(model, key) == value, key
+        return make_minatar(key)
+    from delayzoo.wrappers.dmc import make_dmc
+
+    return make_dmc(key.split("/")[1].split("-v0")[0])
+
+
+@pytest.mark.parametrize("key", ["MinAtar/Breakout-v1", "dm_control/cartpole-swingup-v0@benchmark"])
+def test_the_cpu_entry_builds_what_it_names_and_trains_saves_and_loads(tmp_path, key):
+    policy, kwargs = entry_kwargs(key)
+    model = PWM(policy, make_env(key), seed=0, **{**kwargs, **SMOKE})
+    for name, value in kwargs.items():
+        if name not in ("policy_kwargs", "train_freq", *SMOKE):
+            assert getattr(model, name) == value, name
     assert model.train_freq.frequency == kwargs["train_freq"]
     world_model = model.policy.world_model
     named = kwargs["policy_kwargs"]["world_model_kwargs"]
-    for key, value in named.items():
-        assert dataclasses.asdict(world_model.config)[key] == (tuple(value) if isinstance(value, list) else value), key
+    config = dataclasses.asdict(world_model.config)
+    for name, value in named.items():
+        assert config[name] == (tuple(value) if isinstance(value, list) else value), name
     conv = named.get("frames", "vector") == "conv"
     assert (world_model.frame_encoder is not None) == conv and (world_model.layout.vector_size == 0) == conv
 
@@ -47,6 +58,6 @@ def test_minatar_entry_builds_what_it_names_and_trains_saves_and_loads(tmp_path)
     for name, tensor in model.policy.state_dict().items():
         th.testing.assert_close(loaded.policy.state_dict()[name], tensor, msg=name)
     assert loaded.policy.world_model.config == world_model.config
-    obs = make_minatar("MinAtar/Breakout-v1").reset(seed=1)[0]
+    obs = make_env(key).reset(seed=1)[0]
     model.policy.set_training_mode(False)
-    assert loaded.predict(obs, deterministic=True)[0] == model.predict(obs, deterministic=True)[0]
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True)[0], model.predict(obs, deterministic=True)[0])
