@@ -10,6 +10,7 @@ import torch as th
 import yaml
 
 from delayzoo.agents.pwm.pwm import PWM
+from delayzoo.zoo.envs import make_zoo_env
 
 HYPERPARAMS = pathlib.Path(__file__).resolve().parents[3] / "delayzoo" / "hyperparams" / "pwm.yml"
 ZOO_ONLY = {"n_timesteps", "n_envs", "policy", "env_wrapper", "env_kwargs", "normalize", "delay", "frame_stack"}
@@ -25,14 +26,10 @@ def entry_kwargs(key: str) -> tuple[str, dict]:
 
 
 def make_env(key: str):
+    """The env the zoo trains the entry ``key`` on (``<env id>`` or ``<env id>@<preset>``)."""
     if key.startswith("MinAtar/"):
         pytest.importorskip("minatar")
-        from delayzoo.wrappers.minatar import make_minatar
-
-        return make_minatar(key)
-    from delayzoo.wrappers.dmc import make_dmc
-
-    return make_dmc(key.split("/")[1].split("-v0")[0])
+    return make_zoo_env(key.split("@")[0])
 
 
 @pytest.mark.parametrize("key", ["MinAtar/Breakout-v1", "dm_control/cartpole-swingup-v0@benchmark"])
