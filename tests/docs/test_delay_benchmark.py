@@ -73,7 +73,7 @@ def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_f
     expected = {
         "pwm-forecast": ["489.9", "498.5", "498.0", "314.4"],
         "ppo+view": ["375.5", "353.3", "275.2", "132.7"],
-        "dez-forward": ["452.7", "314.2", "495.1", "342.6"],
+        "dez-forward": ["452.7", "443.1", "495.1", "342.6"],
     }
     for agent, means in expected.items():
         assert [cell.split(" ")[0] for cell in rows[agent][:4]] == means, agent
