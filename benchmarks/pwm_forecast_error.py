@@ -91,12 +91,6 @@ class Probe:
         """The actor's deterministic raw action at ``[z, h]``."""
         return self.actor.sample(self.world.features(latent, readout), deterministic=True)[0]
 
-    def encode(self, raw: torch.Tensor) -> torch.Tensor:
-        """The world model's input of a raw action (as :meth:`PWMPolicy.act` advances its state)."""
-        if self.discrete:
-            return torch.nn.functional.one_hot(raw.long(), self.actor.size).float()
-        return raw.clamp(-1.0, 1.0)
-
     def env_action(self, raw: torch.Tensor) -> Any:
         """The env's action of a raw one."""
         if self.discrete:
@@ -134,7 +128,8 @@ def play(probe: Probe, run: Run, mode: str, episodes: int, seed: int) -> tuple[l
                 delay = int(view.delays[0])
                 pending = policy.encode_pending(view.actions)
                 future = true_future(below, view.actions[0, :delay].numpy()) if delay else []
-                if len(future) == delay and delay:
+                complete = bool(delay) and len(future) == delay
+                if complete:
                     expected.setdefault(step + delay, future[-1])
                 latent = probe.posterior(obs["observation"])
                 raws = {}
@@ -142,7 +137,6 @@ def play(probe: Probe, run: Run, mode: str, episodes: int, seed: int) -> tuple[l
                     policy.forecast_samples = samples
                     starts = torch.zeros(1, dtype=torch.bool)
                     raws[f"forecast{samples}"] = policy.act(tensors, state, starts, deterministic=True)[0]
-                complete = bool(delay) and len(future) == delay
                 ahead, ahead_state = oracle_latent(probe, latent, state, pending, future) if complete else (None, None)
                 raws["oracle"] = probe.greedy(ahead, ahead_state["readout"]) if complete else raws["forecast0"]
                 raws["current"] = probe.greedy(latent, state["readout"])
@@ -162,7 +156,7 @@ def play(probe: Probe, run: Run, mode: str, episodes: int, seed: int) -> tuple[l
                             gap = raw != raws["oracle"] if probe.discrete else (raw - raws["oracle"]).abs().mean()
                             row[f"gap {name}"].append(float(gap))
                 raw = raws[mode]
-                executed = pending[:, 0] if delay else probe.encode(raw)
+                executed = pending[:, 0] if delay else policy.encode_action(raw)
                 _, state = world.step(latent, executed, state)
                 obs, reward, terminated, truncated, _ = env.step(probe.env_action(raw))
                 step += 1
