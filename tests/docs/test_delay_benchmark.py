@@ -60,7 +60,8 @@ def test_the_figures_depend_on_the_committed_files_only_not_on_their_file_times(
 
 def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_from_the_csvs():
     """Every agent at 20k CartPole-v1 steps (the numbers read by hand from the CSVs: PWM over seeds 0-2,
-    PPO and DelayedEZ over seeds 0-4); every cell has its checkpoint at the grid's budget, PPO's included."""
+    PPO and DelayedEZ over seeds 0-4) and undelayed at 50k MinAtar/Breakout-v1 steps (seeds 0-2); every cell has
+    its checkpoint at the grid's budget, PPO's included."""
     budgets = load_grid(GRID).budgets
     assert {env: budgets[env] for env in ("CartPole-v1", "MinAtar/Breakout-v1")} == {
         "CartPole-v1": 20000,
@@ -77,6 +78,10 @@ def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_f
     }
     for agent, means in expected.items():
         assert [cell.split(" ")[0] for cell in rows[agent][:4]] == means, agent
+    minatar = table.split("\n\n")[6]  # the returns of the MinAtar/Breakout-v1 section
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in minatar.splitlines()[2:]}
+    undelayed = {"pwm-forecast": "5.6", "dez-forward": "6.2", "ppo": "5.0"}  # PWM's conv-frames cells, seeds 0-2
+    assert {agent: rows[agent][0].split(" ")[0] for agent in undelayed} == undelayed
     assert set(read_random_play(RESULTS)) == {"CartPole-v1", "MinAtar/Breakout-v1"}
 
 
