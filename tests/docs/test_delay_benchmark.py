@@ -58,6 +58,12 @@ def test_the_figures_depend_on_the_committed_files_only_not_on_their_file_times(
     _regenerates_the_committed_figures(results, output)
 
 
+def _means_by_agent(returns_table: str) -> dict[str, list[str]]:
+    """Each row's agent and the mean of each of its cells ("489.9 [469.7, 500.0] (3)" gives "489.9")."""
+    rows = [line.split(" | ") for line in returns_table.splitlines()[2:]]
+    return {row[0][2:]: [cell.split(" ")[0] for cell in row[1:]] for row in rows}
+
+
 def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_from_the_csvs():
     """Every agent at 20k CartPole-v1 steps (the numbers read by hand from the CSVs: PWM over seeds 0-2,
     PPO and DelayedEZ over seeds 0-4) and undelayed at 50k MinAtar/Breakout-v1 steps (seeds 0-2); every cell has
@@ -69,19 +75,18 @@ def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_f
     }
     table = (FIGURES / "at-steps.md").read_text()
     assert table.count("(not in the table): none.") == 2
-    cartpole = table.split("\n\n")[1]  # the returns of the CartPole-v1 section
-    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in cartpole.splitlines()[2:]}
+    blocks = table.split("\n\n")
+    rows = _means_by_agent(blocks[1])  # the returns of the CartPole-v1 section
     expected = {
         "pwm-forecast": ["489.9", "498.5", "498.0", "314.4"],
         "ppo+view": ["375.5", "353.3", "275.2", "132.7"],
         "dez-forward": ["452.7", "443.1", "495.1", "342.6"],
     }
     for agent, means in expected.items():
-        assert [cell.split(" ")[0] for cell in rows[agent][:4]] == means, agent
-    minatar = table.split("\n\n")[6]  # the returns of the MinAtar/Breakout-v1 section
-    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in minatar.splitlines()[2:]}
+        assert rows[agent][:4] == means, agent
+    rows = _means_by_agent(blocks[6])  # the returns of the MinAtar/Breakout-v1 section
     undelayed = {"pwm-forecast": "5.6", "dez-forward": "6.2", "ppo": "5.0"}  # PWM's conv-frames cells, seeds 0-2
-    assert {agent: rows[agent][0].split(" ")[0] for agent in undelayed} == undelayed
+    assert {agent: rows[agent][0] for agent in undelayed} == undelayed
     assert set(read_random_play(RESULTS)) == {"CartPole-v1", "MinAtar/Breakout-v1"}
 
 
