@@ -47,6 +47,7 @@ def test_the_cpu_entry_builds_what_it_names_and_trains_saves_and_loads(tmp_path,
         assert config[name] == (tuple(value) if isinstance(value, list) else value), name
     conv = named.get("frames", "vector") == "conv"
     assert (world_model.frame_encoder is not None) == conv and (world_model.layout.vector_size == 0) == conv
+    assert model.policy.compile_update == kwargs["policy_kwargs"].get("compile_update", False)
 
     model.learn(96)
     assert model.num_timesteps == 96 and np.isfinite(model.logger.name_to_value["train/reconstruction_loss"])
