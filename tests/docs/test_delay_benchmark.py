@@ -67,7 +67,7 @@ def _means_by_agent(returns_table: str) -> dict[str, list[str]]:
 def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_from_the_csvs():
     """Every agent at 20k CartPole-v1 steps (the numbers read by hand from the CSVs: PWM over seeds 0-2,
     PPO and DelayedEZ over seeds 0-4) and at 50k MinAtar/Breakout-v1 steps (seeds 0-2: undelayed, and PWM at
-    5); every cell has its checkpoint at the grid's budget, PPO's included."""
+    5 and 10); every cell has its checkpoint at the grid's budget, PPO's included."""
     budgets = load_grid(GRID).budgets
     assert {env: budgets[env] for env in ("CartPole-v1", "MinAtar/Breakout-v1")} == {
         "CartPole-v1": 20000,
@@ -89,6 +89,8 @@ def test_the_equal_budget_table_holds_every_cell_and_the_cartpole_numbers_read_f
     assert {agent: rows[agent][0] for agent in undelayed} == undelayed
     at_5 = {"pwm-forecast": "1.8", "pwm-oblivious": "0.6"}  # PWM's conv-frames cells at a maximum delay of 5
     assert {agent: rows[agent][1] for agent in at_5} == at_5
+    at_10 = {"pwm-forecast": "0.7", "pwm-oblivious": "0.5"}  # and at 10 (35/48 and 23/48 over the 48 episodes)
+    assert {agent: rows[agent][2] for agent in at_10} == at_10
     assert set(read_random_play(RESULTS)) == {"CartPole-v1", "MinAtar/Breakout-v1"}
 
 
