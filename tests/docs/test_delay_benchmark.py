@@ -101,3 +101,15 @@ def test_the_benchmark_page_shows_the_committed_tables_and_figures():
         assert tables and all(table in page for table in tables), f"the page lacks a table of {name}"
     for png in FIGURES.glob("*.png"):
         assert f"results/delay-benchmark-figures/{png.name}" in page
+
+
+def test_the_pendulum_sac_rows_are_the_committed_evaluations_at_20k_and_18k():
+    """Each SAC run of the Pendulum forecast study shows its mean return over 16 episodes at 20k and 18k."""
+    page = (REPO / "docs" / "delay-benchmark.md").read_text()
+    csvs = sorted((REPO / "docs" / "results" / "pwm-pendulum-forecast").glob("sac-*/eval_result/sac/*.csv"))
+    assert len(csvs) == 6
+    for path in csvs:
+        table = np.loadtxt(path, delimiter=",", skiprows=1)
+        mean = {int(row[0]): row[1:].mean() for row in table}
+        assert table.shape[1] == 17
+        assert f"20k: {mean[20000]:.1f} ({mean[18000]:.1f} at 18k)" in page, path
