@@ -10,6 +10,7 @@ for byte, which ``docs/delay-benchmark.md`` shows.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -113,3 +114,19 @@ def test_the_pendulum_sac_rows_are_the_committed_evaluations_at_20k_and_18k():
         mean = {int(row[0]): row[1:].mean() for row in table}
         assert table.shape[1] == 17
         assert f"20k: {mean[20000]:.1f} ({mean[18000]:.1f} at 18k)" in page, path
+
+
+def test_the_pendulum_pwm_rows_are_the_committed_evaluations_and_forecast_errors():
+    """Each PWM run of the Pendulum forecast study shows its mean return over 16 episodes at 20k and, in the
+    script's column order, the mean return of each way of acting that ``pwm_forecast_error.py`` recorded."""
+    page = (REPO / "docs" / "delay-benchmark.md").read_text()
+    runs = sorted((REPO / "docs" / "results" / "pwm-pendulum-forecast").glob("fc5*"))
+    assert len(runs) == 5
+    for run in runs:
+        table = np.loadtxt(run / "eval_result" / "pwm" / "Pendulum-v1_1.csv", delimiter=",", skiprows=1)
+        at_20k = table[table[:, 0] == 20000, 1:].mean()
+        returns = json.loads((run / "forecast-error.jsonl").read_text().splitlines()[-1])["returns"]
+        modes = ("forecast16", "forecast1", "forecast0", "oracle", "current")
+        columns = " | ".join(f"{np.mean(returns[mode]):.1f}" for mode in modes)
+        rows = [line for line in page.splitlines() if f"{at_20k:.1f} | {columns} |" in line]
+        assert len(rows) == 1, run.name

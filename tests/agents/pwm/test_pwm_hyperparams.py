@@ -1,5 +1,5 @@
-"""PWM's shipped CPU entries for pixels and control (MinAtar, DeepMind Control's cartpole swing-up) build the
-model they name, and that model trains, saves and loads on its env."""
+"""PWM's shipped CPU entries for pixels and control (MinAtar, DeepMind Control's cartpole swing-up, Pendulum)
+build the model they name, and that model trains, saves and loads on its env."""
 
 import dataclasses
 import pathlib
@@ -32,7 +32,7 @@ def make_env(key: str):
     return make_zoo_env(key.split("@")[0])
 
 
-@pytest.mark.parametrize("key", ["MinAtar/Breakout-v1", "dm_control/cartpole-swingup-v0@benchmark"])
+@pytest.mark.parametrize("key", ["MinAtar/Breakout-v1", "dm_control/cartpole-swingup-v0@benchmark", "Pendulum-v1"])
 def test_the_cpu_entry_builds_what_it_names_and_trains_saves_and_loads(tmp_path, key):
     policy, kwargs = entry_kwargs(key)
     model = PWM(policy, make_env(key), seed=0, **{**kwargs, **SMOKE})
